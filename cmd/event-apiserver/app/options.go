@@ -1,0 +1,147 @@
+package app
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	cliflag "k8s.io/component-base/cli/flag"
+	netutils "k8s.io/utils/net"
+)
+
+const (
+	defaultDataDir    = ".event-apiserver"
+	defaultEtcdPrefix = "/registry"
+	// kube-apiserver's storage media type, so both can read one events etcd.
+	defaultStorageMediaType = "application/vnd.kubernetes.protobuf"
+)
+
+// Options owns every flag of event-apiserver.
+type Options struct {
+	// DataDir holds the embedded etcd, serving certificates, the admin token
+	// and the kubeconfig.
+	DataDir string
+	// EventTTL matches kube-apiserver's --event-ttl.
+	EventTTL time.Duration
+
+	SecureServing *genericoptions.SecureServingOptionsWithLoopback
+	Etcd          *genericoptions.EtcdOptions
+	EmbeddedEtcd  EmbeddedEtcdOptions
+	ServerRun     *genericoptions.ServerRunOptions
+	Features      *genericoptions.FeatureOptions
+}
+
+// EmbeddedEtcdOptions apply when no --etcd-servers are given.
+type EmbeddedEtcdOptions struct {
+	ProgressNotifyInterval time.Duration
+	ReadyTimeout           time.Duration
+}
+
+func NewOptions() *Options {
+	etcd := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(defaultEtcdPrefix, nil))
+	etcd.DefaultStorageMediaType = defaultStorageMediaType
+
+	serving := genericoptions.NewSecureServingOptions()
+	serving.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
+	serving.BindPort = 6443
+	serving.ServerCert.PairName = "apiserver"
+
+	features := genericoptions.NewFeatureOptions()
+	// Priority and fairness reads its configuration from the
+	// flowcontrol.apiserver.k8s.io API, which a standalone server does not
+	// serve; max-in-flight limits apply instead.
+	features.EnablePriorityAndFairness = false
+
+	return &Options{
+		DataDir:       defaultDataDir,
+		EventTTL:      time.Hour,
+		SecureServing: serving.WithLoopback(),
+		Etcd:          etcd,
+		EmbeddedEtcd: EmbeddedEtcdOptions{
+			ProgressNotifyInterval: 5 * time.Second,
+			ReadyTimeout:           time.Minute,
+		},
+		ServerRun: genericoptions.NewServerRunOptions(),
+		Features:  features,
+	}
+}
+
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+
+	fs := fss.FlagSet("event-apiserver")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir,
+		"Directory for the embedded etcd, serving certificates, the generated admin token and kubeconfig.")
+	fs.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL,
+		"Amount of time to retain events. Zero keeps them forever.")
+
+	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	o.Etcd.AddFlags(fss.FlagSet("etcd"))
+	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd"))
+	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
+	o.Features.AddFlags(fss.FlagSet("features"))
+	return fss
+}
+
+func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.ProgressNotifyInterval, "embedded-etcd-progress-notify-interval", o.ProgressNotifyInterval,
+		"How often the embedded etcd sends watch progress notifications, which advance the watch cache and "+
+			"clients' bookmarks while no Event changes. Used only without --etcd-servers.")
+}
+
+// Embedded reports whether the server runs its own etcd.
+func (o *Options) Embedded() bool {
+	return len(o.Etcd.StorageConfig.Transport.ServerList) == 0
+}
+
+// Complete fills what depends on other flags.
+func (o *Options) Complete() error {
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return err
+	}
+	o.DataDir = dataDir
+	if o.SecureServing.ServerCert.CertDirectory == "" {
+		o.SecureServing.ServerCert.CertDirectory = filepath.Join(o.DataDir, "certs")
+	}
+	return nil
+}
+
+func (o *Options) Validate() error {
+	var errs []error
+	if o.EventTTL < 0 {
+		errs = append(errs, fmt.Errorf("--event-ttl must not be negative"))
+	}
+	if o.EventTTL > 0 && o.EventTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--event-ttl must be at least 1s: etcd leases count whole seconds"))
+	}
+	errs = append(errs, o.SecureServing.Validate()...)
+	errs = append(errs, o.ServerRun.Validate()...)
+	errs = append(errs, o.Features.Validate()...)
+	if o.Embedded() {
+		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))
+		}
+		// EtcdOptions insists on servers; the embedded one is only known once started.
+		etcd := *o.Etcd
+		etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:2379"}
+		errs = append(errs, etcd.Validate()...)
+	} else {
+		errs = append(errs, o.Etcd.Validate()...)
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// servingHost is how local clients reach the secure port.
+func (o *Options) servingHost() string {
+	ip := o.SecureServing.BindAddress
+	if ip == nil || ip.IsUnspecified() {
+		ip = netutils.ParseIPSloppy("127.0.0.1")
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(o.SecureServing.BindPort))
+}

@@ -1,0 +1,199 @@
+// Package app is event-apiserver's command: flags (options.go), then
+// Complete → Validate → Run (server.go).
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
+	"github.com/eventapiserver/event-apiserver/pkg/standalone"
+)
+
+// NewCommand builds the cobra command. out receives the one line a user
+// needs: how to point kubectl at the server.
+func NewCommand(out io.Writer) *cobra.Command {
+	o := NewOptions()
+	cmd := &cobra.Command{
+		Use:   "event-apiserver",
+		Short: "A Kubernetes API server for Events (core/v1 and events.k8s.io/v1)",
+		Long: "event-apiserver serves Kubernetes Events, core/v1 and events.k8s.io/v1, from etcd with a TTL, " +
+			"reads and watches from an indexed watch cache. Without --etcd-servers it runs its own etcd " +
+			"under --data-dir and writes a kubeconfig there.",
+		SilenceUsage: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// Feature gates take their final values from flags here, before use.
+			return compatibility.DefaultComponentGlobalsRegistry.Set()
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(genericapiserver.SetupSignalContext(), out)
+		},
+		Args: cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	for _, f := range o.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
+	return cmd
+}
+
+// Run starts etcd if embedded, then the API server, until ctx ends.
+func (o *Options) Run(ctx context.Context, out io.Writer) error {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if o.Embedded() {
+		embedded, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
+			DataDir:                filepath.Join(o.DataDir, "etcd"),
+			ClientAddress:          "127.0.0.1:0",
+			ProgressNotifyInterval: o.EmbeddedEtcd.ProgressNotifyInterval,
+			ReadyTimeout:           o.EmbeddedEtcd.ReadyTimeout,
+		})
+		if err != nil {
+			return err
+		}
+		// Deferred before the server starts, so it runs after the server
+		// has drained: etcd closes last and loses nothing acknowledged.
+		defer embedded.Close()
+		go func() {
+			select {
+			case err := <-embedded.Err():
+				klog.ErrorS(err, "Embedded etcd failed, shutting down")
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		o.Etcd.StorageConfig.Transport.ServerList = []string{embedded.ClientURL()}
+	}
+
+	adminToken, err := standalone.LoadOrCreateAdminToken(o.DataDir)
+	if err != nil {
+		return err
+	}
+	config, err := o.Config(adminToken)
+	if err != nil {
+		return err
+	}
+	server, err := config.Complete().New()
+	if err != nil {
+		return err
+	}
+
+	kubeconfig := filepath.Join(o.DataDir, "kubeconfig")
+	caBundle, err := os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile)
+	if err != nil {
+		return fmt.Errorf("reading serving certificate: %w", err)
+	}
+	if err := standalone.WriteKubeconfig(kubeconfig, "https://"+o.servingHost(), caBundle, adminToken); err != nil {
+		return err
+	}
+
+	prepared := server.GenericAPIServer.PrepareRun()
+	go announceWhenReady(ctx, server.GenericAPIServer.LoopbackClientConfig, kubeconfig, out)
+	return prepared.RunWithContext(ctx)
+}
+
+// Config builds the server configuration from the options.
+func (o *Options) Config(adminToken string) (*apiserver.Config, error) {
+	alternateIPs := []net.IP{netutils.ParseIPSloppy("127.0.0.1")}
+	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+		alternateIPs = append(alternateIPs, ip)
+	}
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, alternateIPs); err != nil {
+		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+	}
+
+	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+	serverConfig.EffectiveVersion = effectiveVersion()
+
+	namer := openapinamer.NewDefinitionNamer(apiserver.Scheme)
+	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIConfig.Info.Title = "event-apiserver"
+	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIV3Config.Info.Title = "event-apiserver"
+
+	if err := o.SecureServing.ApplyTo(&serverConfig.SecureServing, &serverConfig.LoopbackClientConfig); err != nil {
+		return nil, err
+	}
+	serverConfig.Authentication.Authenticator = standalone.NewAuthenticator(adminToken)
+	serverConfig.Authorization.Authorizer, serverConfig.RuleResolver = standalone.NewAuthorizer()
+
+	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
+		return nil, err
+	}
+	storageFactory := apiserver.NewStorageFactory(o.Etcd.StorageConfig, o.Etcd.DefaultStorageMediaType)
+	if err := o.Etcd.ApplyWithStorageFactoryTo(storageFactory, &serverConfig.Config); err != nil {
+		return nil, err
+	}
+	if err := o.Features.ApplyTo(&serverConfig.Config, nil, nil); err != nil {
+		return nil, err
+	}
+
+	return &apiserver.Config{
+		GenericConfig: serverConfig,
+		ExtraConfig:   apiserver.ExtraConfig{EventTTL: o.EventTTL},
+	}, nil
+}
+
+// effectiveVersion reports the Kubernetes version whose libraries the server
+// is built on, so clients see the API behaviour of that release.
+func effectiveVersion() basecompatibility.EffectiveVersion {
+	return basecompatibility.NewEffectiveVersionFromString(apiserverLibraryVersion, "", "")
+}
+
+// apiserverLibraryVersion is the k8s.io/apiserver release go.mod pins.
+const apiserverLibraryVersion = "1.36.3"
+
+// announceWhenReady prints the kubeconfig line once /readyz answers ok, so a
+// user who copies it gets a server that serves.
+func announceWhenReady(ctx context.Context, loopback *rest.Config, kubeconfig string, out io.Writer) {
+	client, err := rest.UnversionedRESTClientFor(withNoGroup(loopback))
+	if err != nil {
+		klog.ErrorS(err, "Cannot check readiness")
+		return
+	}
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var status int
+		client.Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
+		return status == http.StatusOK, nil
+	})
+	if err != nil {
+		return
+	}
+	klog.InfoS("Ready", "kubeconfig", kubeconfig)
+	fmt.Fprintf(out, "export KUBECONFIG=%s\n", kubeconfig)
+}
+
+func withNoGroup(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.GroupVersion = nil
+	c.NegotiatedSerializer = apiserver.Codecs.WithoutConversion()
+	return c
+}

@@ -1,0 +1,85 @@
+// Package apiserver assembles the Event API server: one Event store served
+// as core/v1 and as events.k8s.io/v1 on a k8s.io/apiserver generic server.
+package apiserver
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
+	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
+)
+
+// ExtraConfig holds what is specific to the Event server.
+type ExtraConfig struct {
+	// EventTTL is how long an Event lives after its last write; zero keeps
+	// Events forever.
+	EventTTL time.Duration
+}
+
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+	ExtraConfig   ExtraConfig
+}
+
+// EventServer is the running server's handle.
+type EventServer struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+type completedConfig struct {
+	GenericConfig genericapiserver.CompletedConfig
+	ExtraConfig   *ExtraConfig
+}
+
+// CompletedConfig can only be made by Complete, so New never sees a
+// half-filled configuration.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+func (cfg *Config) Complete() CompletedConfig {
+	return CompletedConfig{&completedConfig{
+		GenericConfig: cfg.GenericConfig.Complete(),
+		ExtraConfig:   &cfg.ExtraConfig,
+	}}
+}
+
+// New installs the Event store in both API groups.
+func (c CompletedConfig) New() (*EventServer, error) {
+	genericServer, err := c.GenericConfig.New("event-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+
+	store, err := event.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, uint64(c.ExtraConfig.EventTTL.Seconds()))
+	if err != nil {
+		return nil, fmt.Errorf("creating Event storage: %w", err)
+	}
+	storage := map[string]rest.Storage{"events": store}
+
+	legacy := genericapiserver.APIGroupInfo{
+		PrioritizedVersions:          Scheme.PrioritizedVersionsForGroup(corev1.GroupName),
+		VersionedResourcesStorageMap: map[string]map[string]rest.Storage{corev1.SchemeGroupVersion.Version: storage},
+		Scheme:                       Scheme,
+		ParameterCodec:               metav1.ParameterCodec,
+		NegotiatedSerializer:         Codecs,
+	}
+	if err := genericServer.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacy); err != nil {
+		return nil, fmt.Errorf("installing core/v1: %w", err)
+	}
+
+	eventsGroup := genericapiserver.NewDefaultAPIGroupInfo(events.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	eventsGroup.VersionedResourcesStorageMap[eventsv1.SchemeGroupVersion.Version] = storage
+	if err := genericServer.InstallAPIGroup(&eventsGroup); err != nil {
+		return nil, fmt.Errorf("installing events.k8s.io/v1: %w", err)
+	}
+
+	return &EventServer{GenericAPIServer: genericServer}, nil
+}

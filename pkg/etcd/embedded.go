@@ -1,0 +1,119 @@
+// Package etcd runs the embedded etcd that event-apiserver uses when no
+// --etcd-servers are given.
+package etcd
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/klog/v2"
+)
+
+// EmbeddedConfig is what an embedded etcd needs from the server's options.
+type EmbeddedConfig struct {
+	// DataDir holds etcd's WAL and snapshots; it survives restarts.
+	DataDir string
+	// ClientAddress is the host:port to serve clients on. Port 0 picks a
+	// free port, which Embedded.ClientURL then reports.
+	ClientAddress string
+	// ProgressNotifyInterval is how often etcd tells idle watchers its
+	// current revision (KEP-1904). The watch cache turns these into
+	// bookmarks, so short intervals keep resumable resource versions fresh;
+	// kubeadm uses 5s.
+	ProgressNotifyInterval time.Duration
+	// ReadyTimeout bounds how long Start waits for etcd to serve.
+	ReadyTimeout time.Duration
+}
+
+// Embedded is a running embedded etcd.
+type Embedded struct {
+	etcd *embed.Etcd
+}
+
+// peerURL is advertised but never listened on: a single member needs a peer
+// URL to name itself in the cluster, and keeping it constant lets the data
+// directory be reused across restarts whatever client port is picked.
+const peerURL = "http://localhost:2380"
+
+// StartEmbedded starts etcd and waits until it serves clients.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	address, err := resolvePort(cfg.ClientAddress)
+	if err != nil {
+		return nil, err
+	}
+	clientURL, err := url.Parse("http://" + address)
+	if err != nil {
+		return nil, fmt.Errorf("invalid embedded etcd client address %q: %w", address, err)
+	}
+	peer, _ := url.Parse(peerURL)
+
+	ec := embed.NewConfig()
+	ec.Name = "event-apiserver"
+	ec.Dir = cfg.DataDir
+	ec.ListenClientUrls = []url.URL{*clientURL}
+	ec.AdvertiseClientUrls = []url.URL{*clientURL}
+	ec.ListenPeerUrls = nil
+	ec.AdvertisePeerUrls = []url.URL{*peer}
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.WatchProgressNotifyInterval = cfg.ProgressNotifyInterval
+	ec.LogLevel = "error"
+	// The API server compacts etcd itself (storagebackend.DefaultCompactInterval),
+	// as kube-apiserver does, so etcd's own auto-compaction stays off.
+	ec.AutoCompactionRetention = "0"
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("starting embedded etcd in %s: %w", cfg.DataDir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed: %w", err)
+	case <-time.After(cfg.ReadyTimeout):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd in %s not ready after %s", cfg.DataDir, cfg.ReadyTimeout)
+	}
+	klog.InfoS("Started embedded etcd", "dataDir", cfg.DataDir, "clientURL", "http://"+e.Clients[0].Addr().String(),
+		"progressNotifyInterval", cfg.ProgressNotifyInterval)
+	return &Embedded{etcd: e}, nil
+}
+
+// resolvePort replaces port 0 with a free port. etcd must know its real
+// port up front: its gRPC gateway dials the configured address, not the
+// listener's.
+func resolvePort(address string) (string, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return "", fmt.Errorf("invalid embedded etcd client address %q: %w", address, err)
+	}
+	if port != "0" {
+		return address, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("finding a free port for embedded etcd: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// ClientURL is the URL the API server's storage connects to.
+func (e *Embedded) ClientURL() string {
+	return "http://" + e.etcd.Clients[0].Addr().String()
+}
+
+// Err reports a fatal etcd error while it runs.
+func (e *Embedded) Err() <-chan error {
+	return e.etcd.Err()
+}
+
+// Close stops etcd after it has flushed what it acknowledged.
+func (e *Embedded) Close() {
+	e.etcd.Close()
+	klog.InfoS("Stopped embedded etcd")
+}
