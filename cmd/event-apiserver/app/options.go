@@ -38,6 +38,8 @@ type Options struct {
 
 // EmbeddedEtcdOptions apply when no --etcd-servers are given.
 type EmbeddedEtcdOptions struct {
+	// ClientAddress is where the embedded etcd serves; port 0 picks a free one.
+	ClientAddress          string
 	ProgressNotifyInterval time.Duration
 	ReadyTimeout           time.Duration
 }
@@ -63,6 +65,7 @@ func NewOptions() *Options {
 		SecureServing: serving.WithLoopback(),
 		Etcd:          etcd,
 		EmbeddedEtcd: EmbeddedEtcdOptions{
+			ClientAddress:          "127.0.0.1:0",
 			ProgressNotifyInterval: 5 * time.Second,
 			ReadyTimeout:           time.Minute,
 		},
@@ -89,6 +92,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 }
 
 func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ClientAddress, "embedded-etcd-client-address", o.ClientAddress,
+		"host:port the embedded etcd serves clients on (port 0: any free port). Keep it on loopback. "+
+			"Used only without --etcd-servers.")
 	fs.DurationVar(&o.ProgressNotifyInterval, "embedded-etcd-progress-notify-interval", o.ProgressNotifyInterval,
 		"How often the embedded etcd sends watch progress notifications, which advance the watch cache and "+
 			"clients' bookmarks while no Event changes. Used only without --etcd-servers.")

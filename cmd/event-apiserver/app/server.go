@@ -72,7 +72,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	if o.Embedded() {
 		embedded, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
 			DataDir:                filepath.Join(o.DataDir, "etcd"),
-			ClientAddress:          "127.0.0.1:0",
+			ClientAddress:          o.EmbeddedEtcd.ClientAddress,
 			ProgressNotifyInterval: o.EmbeddedEtcd.ProgressNotifyInterval,
 			ReadyTimeout:           o.EmbeddedEtcd.ReadyTimeout,
 		})

@@ -1,0 +1,231 @@
+package framework
+
+// StartServer runs the real event-apiserver binary, built from this checkout
+// once per test binary, as a child process on loopback.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ServerOptions configures StartServer. The zero value runs the server as a
+// newcomer would: embedded etcd, default TTL.
+type ServerOptions struct {
+	// DataDir defaults to a fresh directory under t.TempDir(). Pass the same
+	// directory to a second server to see the first one's data.
+	DataDir string
+	// EtcdServers, when set, points the server at an external etcd instead
+	// of its embedded one.
+	EtcdServers string
+	// EmbeddedEtcdPort, when set, fixes the embedded etcd's client port so a
+	// test can read etcd directly; by default a free port is picked.
+	EmbeddedEtcdPort int
+	// EventTTL is passed as --event-ttl when non-zero.
+	EventTTL time.Duration
+	// ExtraArgs are appended to the command line.
+	ExtraArgs []string
+	// StartTimeout bounds the wait for /readyz; default 90s.
+	StartTimeout time.Duration
+}
+
+// Server is a running event-apiserver.
+type Server struct {
+	URL        string
+	DataDir    string
+	Kubeconfig string
+	// EtcdURL is the embedded etcd's client URL, when EmbeddedEtcdPort was set.
+	EtcdURL string
+
+	proc    *childProcess
+	timeout time.Duration
+}
+
+var serverBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// ServerBinary builds cmd/event-apiserver into _output/bin once per test binary.
+func ServerBinary(t testing.TB) string {
+	t.Helper()
+	serverBuild.once.Do(func() {
+		root, err := locateRepoRoot()
+		if err != nil {
+			serverBuild.err = err
+			return
+		}
+		serverBuild.path = filepath.Join(root, "_output", "bin", "event-apiserver")
+		cmd := exec.Command("go", "build", "-o", serverBuild.path, "./cmd/event-apiserver")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			serverBuild.err = fmt.Errorf("building event-apiserver: %v\n%s", err, out)
+		}
+	})
+	if serverBuild.err != nil {
+		t.Fatal(serverBuild.err)
+	}
+	return serverBuild.path
+}
+
+// StartServer starts event-apiserver and waits until it is ready and has
+// printed its kubeconfig line. It is stopped when the test ends.
+func StartServer(t testing.TB, opts ServerOptions) *Server {
+	t.Helper()
+	bin := ServerBinary(t)
+	if opts.DataDir == "" {
+		opts.DataDir = filepath.Join(t.TempDir(), "data")
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 90 * time.Second
+	}
+	ports, err := reserveLoopbackPorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{
+		"--data-dir=" + opts.DataDir,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports[0]),
+		// Tests want bookmarks and progress quickly.
+		"--embedded-etcd-progress-notify-interval=1s",
+	}
+	s := &Server{
+		URL:        fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
+		DataDir:    opts.DataDir,
+		Kubeconfig: filepath.Join(opts.DataDir, "kubeconfig"),
+		timeout:    opts.StartTimeout,
+	}
+	if opts.EtcdServers != "" {
+		args = append(args, "--etcd-servers="+opts.EtcdServers)
+	} else if opts.EmbeddedEtcdPort != 0 {
+		s.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", opts.EmbeddedEtcdPort)
+		args = append(args, fmt.Sprintf("--embedded-etcd-client-address=127.0.0.1:%d", opts.EmbeddedEtcdPort))
+	}
+	if opts.EventTTL != 0 {
+		args = append(args, "--event-ttl="+opts.EventTTL.String())
+	}
+	args = append(args, opts.ExtraArgs...)
+
+	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("event-apiserver-%d.log", ports[0]))
+	s.proc = newChildProcess(t, "event-apiserver", bin, args, logPath)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ports, err := reserveLoopbackPorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports[0]
+}
+
+// Start starts a stopped server and waits until it is ready.
+func (s *Server) Start() error {
+	if err := s.proc.start(); err != nil {
+		return err
+	}
+	return s.WaitReady()
+}
+
+// WaitReady waits for /readyz and for the kubeconfig line on stdout.
+func (s *Server) WaitReady() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	err := pollUntil(ctx, 100*time.Millisecond, func() error {
+		if !s.proc.running() {
+			return fmt.Errorf("event-apiserver exited: %s", s.proc.exitDescription())
+		}
+		return nil
+	}, func() error {
+		if !s.proc.logContains("export KUBECONFIG=" + s.Kubeconfig) {
+			return fmt.Errorf("no kubeconfig line yet")
+		}
+		config, err := s.loadConfig()
+		if err != nil {
+			return err
+		}
+		client, err := rest.UnversionedRESTClientFor(withoutGroup(config))
+		if err != nil {
+			return err
+		}
+		var status int
+		client.Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
+		if status != http.StatusOK {
+			return fmt.Errorf("/readyz answered %d", status)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("event-apiserver not ready: %w\n%s", err, s.proc.tailForReport())
+	}
+	return nil
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (s *Server) Stop() error { return s.proc.stop(childStopTimeout) }
+
+// Kill sends SIGKILL.
+func (s *Server) Kill() error { return s.proc.kill() }
+
+// Restart stops the server and starts it again on the same port and data.
+func (s *Server) Restart() error {
+	if err := s.Stop(); err != nil {
+		return err
+	}
+	return s.Start()
+}
+
+// Running reports whether the process is alive.
+func (s *Server) Running() bool { return s.proc.running() }
+
+// LogContains reports whether the server's output contains text.
+func (s *Server) LogContains(text string) bool { return s.proc.logContains(text) }
+
+// Config is an admin client configuration, read from the server's kubeconfig.
+func (s *Server) Config(t testing.TB) *rest.Config {
+	t.Helper()
+	config, err := s.loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
+// Client is an admin clientset.
+func (s *Server) Client(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(s.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func (s *Server) loadConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+}
+
+func withoutGroup(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.GroupVersion = nil
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
+}
