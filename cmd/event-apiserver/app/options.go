@@ -34,6 +34,10 @@ type Options struct {
 	EmbeddedEtcd  EmbeddedEtcdOptions
 	ServerRun     *genericoptions.ServerRunOptions
 	Features      *genericoptions.FeatureOptions
+	Aggregated    *AggregatedOptions
+	// SelfSignedCertDNSNames are added to the generated serving
+	// certificate, e.g. <service>.<namespace>.svc for an APIService.
+	SelfSignedCertDNSNames []string
 }
 
 // EmbeddedEtcdOptions apply when no --etcd-servers are given.
@@ -52,12 +56,10 @@ func NewOptions() *Options {
 	serving.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 	serving.BindPort = 6443
 	serving.ServerCert.PairName = "apiserver"
+	// Derived from --data-dir in Complete unless --cert-dir is given.
+	serving.ServerCert.CertDirectory = ""
 
 	features := genericoptions.NewFeatureOptions()
-	// Priority and fairness reads its configuration from the
-	// flowcontrol.apiserver.k8s.io API, which a standalone server does not
-	// serve; max-in-flight limits apply instead.
-	features.EnablePriorityAndFairness = false
 
 	return &Options{
 		DataDir:       defaultDataDir,
@@ -69,8 +71,9 @@ func NewOptions() *Options {
 			ProgressNotifyInterval: 5 * time.Second,
 			ReadyTimeout:           time.Minute,
 		},
-		ServerRun: genericoptions.NewServerRunOptions(),
-		Features:  features,
+		ServerRun:  genericoptions.NewServerRunOptions(),
+		Features:   features,
+		Aggregated: NewAggregatedOptions(),
 	}
 }
 
@@ -83,11 +86,16 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL,
 		"Amount of time to retain events. Zero keeps them forever.")
 
+	fs.StringSliceVar(&o.SelfSignedCertDNSNames, "self-signed-cert-dns-names", o.SelfSignedCertDNSNames,
+		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
+			"given, e.g. event-apiserver.event-apiserver.svc for an APIService.")
+
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd"))
 	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
 	o.Features.AddFlags(fss.FlagSet("features"))
+	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
 	return fss
 }
 
@@ -112,6 +120,12 @@ func (o *Options) Complete() error {
 		return err
 	}
 	o.DataDir = dataDir
+	if !o.Aggregated.Enabled {
+		// Priority and fairness reads its configuration from the
+		// flowcontrol.apiserver.k8s.io API, which only kube-apiserver
+		// serves; alone, the max-in-flight limits apply instead.
+		o.Features.EnablePriorityAndFairness = false
+	}
 	if o.SecureServing.ServerCert.CertDirectory == "" {
 		o.SecureServing.ServerCert.CertDirectory = filepath.Join(o.DataDir, "certs")
 	}
@@ -129,6 +143,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
+	errs = append(errs, o.Aggregated.Validate()...)
 	if o.Embedded() {
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))

@@ -81,7 +81,12 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 		}
 		// Deferred before the server starts, so it runs after the server
 		// has drained: etcd closes last and loses nothing acknowledged.
-		defer embedded.Close()
+		// The failure watch below is cancelled first, so that closing is
+		// not mistaken for a failure.
+		defer func() {
+			cancel()
+			embedded.Close()
+		}()
 		go func() {
 			select {
 			case err := <-embedded.Err():
@@ -93,11 +98,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 		o.Etcd.StorageConfig.Transport.ServerList = []string{embedded.ClientURL()}
 	}
 
-	adminToken, err := standalone.LoadOrCreateAdminToken(o.DataDir)
-	if err != nil {
-		return err
-	}
-	config, err := o.Config(adminToken)
+	config, err := o.Config()
 	if err != nil {
 		return err
 	}
@@ -105,28 +106,40 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-
-	kubeconfig := filepath.Join(o.DataDir, "kubeconfig")
-	caBundle, err := os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile)
-	if err != nil {
-		return fmt.Errorf("reading serving certificate: %w", err)
-	}
-	if err := standalone.WriteKubeconfig(kubeconfig, "https://"+o.servingHost(), caBundle, adminToken); err != nil {
-		return err
-	}
-
 	prepared := server.GenericAPIServer.PrepareRun()
+
+	kubeconfig := ""
+	if !o.Aggregated.Enabled {
+		if kubeconfig, err = o.writeAdminKubeconfig(); err != nil {
+			return err
+		}
+	}
 	go announceWhenReady(ctx, server.GenericAPIServer.LoopbackClientConfig, kubeconfig, out)
 	return prepared.RunWithContext(ctx)
 }
 
+// writeAdminKubeconfig hands the admin credentials to kubectl, trusting the
+// serving certificate's CA.
+func (o *Options) writeAdminKubeconfig() (string, error) {
+	adminToken, err := standalone.LoadOrCreateAdminToken(o.DataDir)
+	if err != nil {
+		return "", err
+	}
+	caBundle, err := os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile)
+	if err != nil {
+		return "", fmt.Errorf("reading serving certificate: %w", err)
+	}
+	kubeconfig := filepath.Join(o.DataDir, "kubeconfig")
+	return kubeconfig, standalone.WriteKubeconfig(kubeconfig, "https://"+o.servingHost(), caBundle, adminToken)
+}
+
 // Config builds the server configuration from the options.
-func (o *Options) Config(adminToken string) (*apiserver.Config, error) {
+func (o *Options) Config() (*apiserver.Config, error) {
 	alternateIPs := []net.IP{netutils.ParseIPSloppy("127.0.0.1")}
 	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		alternateIPs = append(alternateIPs, ip)
 	}
-	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, alternateIPs); err != nil {
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.SelfSignedCertDNSNames, alternateIPs); err != nil {
 		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
 
@@ -142,9 +155,6 @@ func (o *Options) Config(adminToken string) (*apiserver.Config, error) {
 	if err := o.SecureServing.ApplyTo(&serverConfig.SecureServing, &serverConfig.LoopbackClientConfig); err != nil {
 		return nil, err
 	}
-	serverConfig.Authentication.Authenticator = standalone.NewAuthenticator(adminToken)
-	serverConfig.Authorization.Authorizer, serverConfig.RuleResolver = standalone.NewAuthorizer()
-
 	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
 		return nil, err
 	}
@@ -152,8 +162,20 @@ func (o *Options) Config(adminToken string) (*apiserver.Config, error) {
 	if err := o.Etcd.ApplyWithStorageFactoryTo(storageFactory, &serverConfig.Config); err != nil {
 		return nil, err
 	}
-	if err := o.Features.ApplyTo(&serverConfig.Config, nil, nil); err != nil {
-		return nil, err
+	if o.Aggregated.Enabled {
+		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {
+			return nil, err
+		}
+	} else {
+		adminToken, err := standalone.LoadOrCreateAdminToken(o.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		serverConfig.Authentication.Authenticator = standalone.NewAuthenticator(adminToken)
+		serverConfig.Authorization.Authorizer, serverConfig.RuleResolver = standalone.NewAuthorizer()
+		if err := o.Features.ApplyTo(&serverConfig.Config, nil, nil); err != nil {
+			return nil, err
+		}
 	}
 
 	return &apiserver.Config{
@@ -171,8 +193,8 @@ func effectiveVersion() basecompatibility.EffectiveVersion {
 // apiserverLibraryVersion is the k8s.io/apiserver release go.mod pins.
 const apiserverLibraryVersion = "1.36.3"
 
-// announceWhenReady prints the kubeconfig line once /readyz answers ok, so a
-// user who copies it gets a server that serves.
+// announceWhenReady prints the kubeconfig line (standalone) once /readyz
+// answers ok, so a user who copies it gets a server that serves.
 func announceWhenReady(ctx context.Context, loopback *rest.Config, kubeconfig string, out io.Writer) {
 	client, err := rest.UnversionedRESTClientFor(withNoGroup(loopback))
 	if err != nil {
@@ -185,6 +207,10 @@ func announceWhenReady(ctx context.Context, loopback *rest.Config, kubeconfig st
 		return status == http.StatusOK, nil
 	})
 	if err != nil {
+		return
+	}
+	if kubeconfig == "" {
+		klog.InfoS("Ready")
 		return
 	}
 	klog.InfoS("Ready", "kubeconfig", kubeconfig)
