@@ -1,6 +1,18 @@
 // Package fieldselectors declares which field selectors each served Event
 // version accepts, how they map onto the internal Event, and which of them
 // the watch cache indexes.
+//
+// Three tables hold everything: internalFields is the vocabulary of the
+// internal Event (labels spelled as core/v1 spells them, as kube-apiserver
+// does), and coreV1Labels and eventsV1Labels say which label each served
+// version accepts and which internal field it means. Exposing an existing
+// field under a new label is one line in a version table; a new field is one
+// line in internalFields plus one line per version that offers it.
+//
+// Absent values are empty strings, as in kube-apiserver: an Event without
+// Related is selected by `related.name=` and by `related.name!=x`, like a
+// zero ObjectReference (kubectl describe node relies on the same rule when it
+// sends `involvedObject.namespace=`).
 package fieldselectors
 
 import (
@@ -11,14 +23,95 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 )
 
-// coreV1Labels are the labels core/v1 accepts; each maps to itself.
-// kube-apiserver: pkg/apis/core/v1/conversion.go AddFieldLabelConversionsForEvent.
+// selectivity says whether the watch cache indexes a field and how finely
+// its values split the Events. The cacher serves a LIST from the first
+// index the selector pins (cacher/watch_cache.go listLatestRV), so Matcher
+// offers indexes finest first.
+type selectivity int
+
+const (
+	notIndexed selectivity = iota
+	// perObject values (UIDs) name one object: a bucket is its Events.
+	perObject
+	// perName values recur across namespaces and kinds.
+	perName
+	// perReporter values are few and their buckets large: the index wins
+	// for a rare reporter across namespaces but loses to the namespace scan
+	// for a common one (BenchmarkGetList ns/reporter-*), so it is tried last.
+	perReporter
+)
+
+// field is one selectable property of the internal Event.
+type field struct {
+	label string
+	// value reads a plain field.
+	value func(*core.Event) string
+	// either names the plain fields an OR field consults: `label=v` selects
+	// an Event when any of them is v, `label!=v` when none is.
+	either []string
+	index  selectivity
+}
+
+func plain(label string, index selectivity, value func(*core.Event) string) *field {
+	return &field{label: label, value: value, index: index}
+}
+
+func either(label string, index selectivity, parts ...string) *field {
+	return &field{label: label, either: parts, index: index}
+}
+
+// related returns a reader for one field of Related; an absent Related reads
+// as a zero ObjectReference.
+func related(get func(*core.ObjectReference) string) func(*core.Event) string {
+	return func(e *core.Event) string {
+		if e.Related == nil {
+			return ""
+		}
+		return get(e.Related)
+	}
+}
+
+// internalFields is the internal vocabulary. The first thirteen are
+// kube-apiserver's ToSelectableFields (pkg/registry/core/event/strategy.go);
+// the rest are ours. Index order within a selectivity follows this list.
+var internalFields = []*field{
+	plain("metadata.name", notIndexed, func(e *core.Event) string { return e.Name }),
+	plain("metadata.namespace", notIndexed, func(e *core.Event) string { return e.Namespace }),
+	plain("involvedObject.kind", notIndexed, func(e *core.Event) string { return e.InvolvedObject.Kind }),
+	plain("involvedObject.namespace", notIndexed, func(e *core.Event) string { return e.InvolvedObject.Namespace }),
+	plain("involvedObject.name", perName, func(e *core.Event) string { return e.InvolvedObject.Name }),
+	plain("involvedObject.uid", perObject, func(e *core.Event) string { return string(e.InvolvedObject.UID) }),
+	plain("involvedObject.apiVersion", notIndexed, func(e *core.Event) string { return e.InvolvedObject.APIVersion }),
+	plain("involvedObject.resourceVersion", notIndexed, func(e *core.Event) string { return e.InvolvedObject.ResourceVersion }),
+	plain("involvedObject.fieldPath", notIndexed, func(e *core.Event) string { return e.InvolvedObject.FieldPath }),
+	plain("reason", notIndexed, func(e *core.Event) string { return e.Reason }),
+	plain("reportingComponent", perReporter, func(e *core.Event) string { return e.ReportingController }),
+	plain("source", notIndexed, eventSource),
+	plain("type", notIndexed, func(e *core.Event) string { return e.Type }),
+
+	plain("action", notIndexed, func(e *core.Event) string { return e.Action }),
+	plain("reportingInstance", notIndexed, func(e *core.Event) string { return e.ReportingInstance }),
+	plain("related.kind", notIndexed, related(func(r *core.ObjectReference) string { return r.Kind })),
+	plain("related.namespace", notIndexed, related(func(r *core.ObjectReference) string { return r.Namespace })),
+	plain("related.name", perName, related(func(r *core.ObjectReference) string { return r.Name })),
+	plain("related.uid", perObject, related(func(r *core.ObjectReference) string { return string(r.UID) })),
+	plain("related.apiVersion", notIndexed, related(func(r *core.ObjectReference) string { return r.APIVersion })),
+	plain("related.fieldPath", notIndexed, related(func(r *core.ObjectReference) string { return r.FieldPath })),
+
+	either("involvedObjectOrRelated.kind", notIndexed, "involvedObject.kind", "related.kind"),
+	either("involvedObjectOrRelated.namespace", notIndexed, "involvedObject.namespace", "related.namespace"),
+	either("involvedObjectOrRelated.name", perName, "involvedObject.name", "related.name"),
+	either("involvedObjectOrRelated.uid", perObject, "involvedObject.uid", "related.uid"),
+}
+
+// coreV1Labels is what /api/v1 accepts, each label to its internal field.
+// The first thirteen are kube-apiserver's (pkg/apis/core/v1/conversion.go
+// AddFieldLabelConversionsForEvent).
 var coreV1Labels = map[string]string{
 	"involvedObject.kind":            "involvedObject.kind",
 	"involvedObject.namespace":       "involvedObject.namespace",
@@ -33,9 +126,23 @@ var coreV1Labels = map[string]string{
 	"type":                           "type",
 	"metadata.namespace":             "metadata.namespace",
 	"metadata.name":                  "metadata.name",
+
+	"action":                            "action",
+	"reportingInstance":                 "reportingInstance",
+	"related.kind":                      "related.kind",
+	"related.namespace":                 "related.namespace",
+	"related.name":                      "related.name",
+	"related.uid":                       "related.uid",
+	"related.apiVersion":                "related.apiVersion",
+	"related.fieldPath":                 "related.fieldPath",
+	"involvedObjectOrRelated.kind":      "involvedObjectOrRelated.kind",
+	"involvedObjectOrRelated.namespace": "involvedObjectOrRelated.namespace",
+	"involvedObjectOrRelated.name":      "involvedObjectOrRelated.name",
+	"involvedObjectOrRelated.uid":       "involvedObjectOrRelated.uid",
 }
 
-// eventsV1Labels: kube-apiserver pkg/apis/events/v1/conversion.go.
+// eventsV1Labels is what /apis/events.k8s.io/v1 accepts. The first twelve are
+// kube-apiserver's (pkg/apis/events/v1/conversion.go); there is no `source`.
 var eventsV1Labels = map[string]string{
 	"reason":                    "reason",
 	"regarding.kind":            "involvedObject.kind",
@@ -49,20 +156,57 @@ var eventsV1Labels = map[string]string{
 	"type":                      "type",
 	"metadata.namespace":        "metadata.namespace",
 	"metadata.name":             "metadata.name",
+
+	"action":                       "action",
+	"reportingInstance":            "reportingInstance",
+	"related.kind":                 "related.kind",
+	"related.namespace":            "related.namespace",
+	"related.name":                 "related.name",
+	"related.uid":                  "related.uid",
+	"related.apiVersion":           "related.apiVersion",
+	"related.fieldPath":            "related.fieldPath",
+	"regardingOrRelated.kind":      "involvedObjectOrRelated.kind",
+	"regardingOrRelated.namespace": "involvedObjectOrRelated.namespace",
+	"regardingOrRelated.name":      "involvedObjectOrRelated.name",
+	"regardingOrRelated.uid":       "involvedObjectOrRelated.uid",
+}
+
+// byLabel finds an internal field by its label.
+var byLabel = func() map[string]*field {
+	m := make(map[string]*field, len(internalFields))
+	for _, f := range internalFields {
+		m[f.label] = f
+	}
+	return m
+}()
+
+// eventSource is kube-apiserver's `source`: the legacy Source.Component, or
+// for events.k8s.io-style Events that have none, the reporting controller.
+func eventSource(e *core.Event) string {
+	if e.Source.Component != "" {
+		return e.Source.Component
+	}
+	return e.ReportingController
 }
 
 // AddFieldLabelConversions registers, for both external Event kinds, the
-// conversion of their field labels to the internal (core/v1) vocabulary.
+// conversion of their field labels to the internal vocabulary. Labels a
+// version does not offer fail with kube-apiserver's message, which the
+// handler turns into a 400.
 func AddFieldLabelConversions(scheme *runtime.Scheme) error {
-	for gvk, table := range map[runtime.Object]map[string]string{
+	for obj, table := range map[runtime.Object]map[string]string{
 		&corev1.Event{}:   coreV1Labels,
 		&eventsv1.Event{}: eventsV1Labels,
 	} {
-		kinds, _, err := scheme.ObjectKinds(gvk)
+		kinds, _, err := scheme.ObjectKinds(obj)
 		if err != nil {
 			return err
 		}
-		table := table
+		for label, internal := range table {
+			if byLabel[internal] == nil {
+				return fmt.Errorf("%v field label %q maps to unknown internal field %q", kinds[0], label, internal)
+			}
+		}
 		if err := scheme.AddFieldLabelConversionFunc(kinds[0], func(label, value string) (string, string, error) {
 			internal, ok := table[label]
 			if !ok {
@@ -76,27 +220,17 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 	return nil
 }
 
-// SelectableFields returns the internal field set of an Event, as
-// kube-apiserver's ToSelectableFields does.
+// SelectableFields returns the plain internal fields of an Event: kube-apiserver's
+// ToSelectableFields plus ours. OR fields are not in the set; the selector
+// Matcher builds reads their parts.
 func SelectableFields(event *core.Event) fields.Set {
-	source := event.Source.Component
-	if source == "" {
-		source = event.ReportingController
+	set := make(fields.Set, len(internalFields))
+	for _, f := range internalFields {
+		if f.value != nil {
+			set[f.label] = f.value(event)
+		}
 	}
-	specific := fields.Set{
-		"involvedObject.kind":            event.InvolvedObject.Kind,
-		"involvedObject.namespace":       event.InvolvedObject.Namespace,
-		"involvedObject.name":            event.InvolvedObject.Name,
-		"involvedObject.uid":             string(event.InvolvedObject.UID),
-		"involvedObject.apiVersion":      event.InvolvedObject.APIVersion,
-		"involvedObject.resourceVersion": event.InvolvedObject.ResourceVersion,
-		"involvedObject.fieldPath":       event.InvolvedObject.FieldPath,
-		"reason":                         event.Reason,
-		"reportingComponent":             event.ReportingController,
-		"source":                         source,
-		"type":                           event.Type,
-	}
-	return generic.MergeFieldsSets(generic.ObjectMetaFieldsSet(&event.ObjectMeta, true), specific)
+	return set
 }
 
 // GetAttrs is the storage.AttrFunc for Events.
@@ -108,11 +242,15 @@ func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	return labels.Set(event.Labels), SelectableFields(event), nil
 }
 
-// Matcher is the registry's PredicateFunc.
+// Matcher is the registry's PredicateFunc. It gets a selector already in
+// internal labels; when the selector uses an OR field it is wrapped so that
+// every consumer (etcd3 store, cacher, cache watchers) evaluates the OR.
 func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
+	field = withOrFields(field)
 	return storage.SelectionPredicate{
-		Label:    label,
-		Field:    field,
-		GetAttrs: GetAttrs,
+		Label:       label,
+		Field:       field,
+		GetAttrs:    GetAttrs,
+		IndexFields: indexFields(field),
 	}
 }

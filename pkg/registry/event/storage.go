@@ -46,6 +46,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlSe
 		RESTOptions: optsGetter,
 		AttrFunc:    fieldselectors.GetAttrs,
 		Indexers:    fieldselectors.Indexers(),
+		TriggerFunc: fieldselectors.TriggerFuncs(),
 	}
 	if err := store.CompleteWithOptions(options); err != nil {
 		return nil, err
