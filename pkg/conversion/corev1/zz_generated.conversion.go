@@ -27,6 +27,7 @@ import (
 
 	core "github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	conversion "k8s.io/apimachinery/pkg/conversion"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	types "k8s.io/apimachinery/pkg/types"
@@ -124,11 +125,15 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddConversionFunc((*metav1.TypeMeta)(nil), (*metav1.TypeMeta)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_TypeMeta_To_v1_TypeMeta(a.(*metav1.TypeMeta), b.(*metav1.TypeMeta), scope)
+	}); err != nil {
+		return err
+	}
 	return nil
 }
 
 func autoConvert_v1_Event_To_core_Event(in *v1.Event, out *core.Event, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ObjectMeta = in.ObjectMeta
 	if err := Convert_v1_ObjectReference_To_core_ObjectReference(&in.InvolvedObject, &out.InvolvedObject, s); err != nil {
 		return err
@@ -157,7 +162,6 @@ func Convert_v1_Event_To_core_Event(in *v1.Event, out *core.Event, s conversion.
 }
 
 func autoConvert_core_Event_To_v1_Event(in *core.Event, out *v1.Event, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ObjectMeta = in.ObjectMeta
 	if err := Convert_core_ObjectReference_To_v1_ObjectReference(&in.InvolvedObject, &out.InvolvedObject, s); err != nil {
 		return err
@@ -186,7 +190,6 @@ func Convert_core_Event_To_v1_Event(in *core.Event, out *v1.Event, s conversion.
 }
 
 func autoConvert_v1_EventList_To_core_EventList(in *v1.EventList, out *core.EventList, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ListMeta = in.ListMeta
 	out.Items = *(*[]core.Event)(unsafe.Pointer(&in.Items))
 	return nil
@@ -198,7 +201,6 @@ func Convert_v1_EventList_To_core_EventList(in *v1.EventList, out *core.EventLis
 }
 
 func autoConvert_core_EventList_To_v1_EventList(in *core.EventList, out *v1.EventList, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ListMeta = in.ListMeta
 	out.Items = *(*[]v1.Event)(unsafe.Pointer(&in.Items))
 	return nil

@@ -72,7 +72,6 @@ func RegisterConversions(s *runtime.Scheme) error {
 }
 
 func autoConvert_v1_Event_To_core_Event(in *v1.Event, out *core.Event, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ObjectMeta = in.ObjectMeta
 	out.EventTime = in.EventTime
 	out.Series = (*core.EventSeries)(unsafe.Pointer(in.Series))
@@ -92,7 +91,6 @@ func autoConvert_v1_Event_To_core_Event(in *v1.Event, out *core.Event, s convers
 }
 
 func autoConvert_core_Event_To_v1_Event(in *core.Event, out *v1.Event, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ObjectMeta = in.ObjectMeta
 	// WARNING: in.InvolvedObject requires manual conversion: does not exist in peer-type
 	out.Reason = in.Reason
@@ -112,7 +110,6 @@ func autoConvert_core_Event_To_v1_Event(in *core.Event, out *v1.Event, s convers
 }
 
 func autoConvert_v1_EventList_To_core_EventList(in *v1.EventList, out *core.EventList, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ListMeta = in.ListMeta
 	if in.Items != nil {
 		in, out := &in.Items, &out.Items
@@ -134,7 +131,6 @@ func Convert_v1_EventList_To_core_EventList(in *v1.EventList, out *core.EventLis
 }
 
 func autoConvert_core_EventList_To_v1_EventList(in *core.EventList, out *v1.EventList, s conversion.Scope) error {
-	out.TypeMeta = in.TypeMeta
 	out.ListMeta = in.ListMeta
 	if in.Items != nil {
 		in, out := &in.Items, &out.Items

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Proves hack/verify-codegen.sh catches drift: in a copy of the tree, a hand
+# edit of a generated file must make it fail, and the unmodified copy must
+# pass. The checkout itself is never written to.
+set -o errexit -o nounset -o pipefail
+
+# shellcheck source=lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+EDITED_FILE="pkg/apis/core/zz_generated.deepcopy.go"
+
+TMP_DIR="$(mktemp -d "${TMPDIR:-/tmp}/verify-codegen-selftest.XXXXXX")"
+cleanup() {
+    chmod -R u+w "${TMP_DIR}" 2>/dev/null || true
+    rm -rf "${TMP_DIR}"
+}
+trap cleanup EXIT
+
+# copy_tree copies the files git knows about (tracked, or untracked and not
+# ignored) to $1, without .git, so the copy's verify-codegen.sh also
+# exercises its no-git path.
+copy_tree() {
+    mkdir -p "$1"
+    git -C "${REPO_ROOT}" ls-files -z --cached --others --exclude-standard \
+        | (cd "${REPO_ROOT}" && while IFS= read -r -d '' f; do
+            [[ -e "${f}" ]] && printf '%s\0' "${f}"
+        done) \
+        | (cd "${REPO_ROOT}" && tar --null -T - -cf -) \
+        | (cd "$1" && tar -xf -)
+}
+
+log "Edited copy: verify-codegen.sh must fail"
+EDITED="${TMP_DIR}/edited"
+copy_tree "${EDITED}"
+[[ -f "${EDITED}/${EDITED_FILE}" ]] || fail "${EDITED_FILE} is missing from the copy"
+echo "// a hand edit that update-codegen.sh would not produce" >>"${EDITED}/${EDITED_FILE}"
+if bash "${EDITED}/hack/verify-codegen.sh" >"${TMP_DIR}/edited.log" 2>&1; then
+    cat "${TMP_DIR}/edited.log" >&2
+    fail "verify-codegen.sh passed after a hand edit of ${EDITED_FILE}"
+fi
+# It must fail for the edit, not for some other reason.
+grep -q -- "^+++ generated/${EDITED_FILE}" "${TMP_DIR}/edited.log" \
+    || { cat "${TMP_DIR}/edited.log" >&2; fail "verify-codegen.sh failed without a diff of ${EDITED_FILE}"; }
+grep -q -- "^-// a hand edit that update-codegen.sh would not produce" "${TMP_DIR}/edited.log" \
+    || { cat "${TMP_DIR}/edited.log" >&2; fail "the diff does not show the hand edit"; }
+log "ok: it failed with a diff of ${EDITED_FILE}"
+
+log "Unmodified copy: verify-codegen.sh must pass"
+CLEAN="${TMP_DIR}/clean"
+copy_tree "${CLEAN}"
+if ! bash "${CLEAN}/hack/verify-codegen.sh" >"${TMP_DIR}/clean.log" 2>&1; then
+    cat "${TMP_DIR}/clean.log" >&2
+    fail "verify-codegen.sh failed on an unmodified copy"
+fi
+log "ok: it passed"
