@@ -48,6 +48,17 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Admission.AddFlags(fs)
 }
 
+// Complete lets --kubeconfig serve the token and access reviews too, so one
+// kubeconfig is enough outside a cluster.
+func (o *AggregatedOptions) Complete() {
+	if o.Authentication.RemoteKubeConfigFile == "" {
+		o.Authentication.RemoteKubeConfigFile = o.CoreAPI.CoreAPIKubeconfigPath
+	}
+	if o.Authorization.RemoteKubeConfigFile == "" {
+		o.Authorization.RemoteKubeConfigFile = o.CoreAPI.CoreAPIKubeconfigPath
+	}
+}
+
 func (o *AggregatedOptions) Validate() []error {
 	if !o.Enabled {
 		return nil

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	cliflag "k8s.io/component-base/cli/flag"
 	netutils "k8s.io/utils/net"
+
+	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 )
 
 const (
@@ -35,6 +37,7 @@ type Options struct {
 	ServerRun     *genericoptions.ServerRunOptions
 	Features      *genericoptions.FeatureOptions
 	Aggregated    *AggregatedOptions
+	Storm         *storm.Options
 	// SelfSignedCertDNSNames are added to the generated serving
 	// certificate, e.g. <service>.<namespace>.svc for an APIService.
 	SelfSignedCertDNSNames []string
@@ -74,6 +77,7 @@ func NewOptions() *Options {
 		ServerRun:  genericoptions.NewServerRunOptions(),
 		Features:   features,
 		Aggregated: NewAggregatedOptions(),
+		Storm:      storm.NewOptions(),
 	}
 }
 
@@ -96,6 +100,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
 	o.Features.AddFlags(fss.FlagSet("features"))
 	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
+	o.Storm.AddFlags(fss.FlagSet("event storms"))
 	return fss
 }
 
@@ -120,7 +125,9 @@ func (o *Options) Complete() error {
 		return err
 	}
 	o.DataDir = dataDir
-	if !o.Aggregated.Enabled {
+	if o.Aggregated.Enabled {
+		o.Aggregated.Complete()
+	} else {
 		// Priority and fairness reads its configuration from the
 		// flowcontrol.apiserver.k8s.io API, which only kube-apiserver
 		// serves; alone, the max-in-flight limits apply instead.
@@ -144,6 +151,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
 	errs = append(errs, o.Aggregated.Validate()...)
+	errs = append(errs, o.Storm.Validate()...)
 	if o.Embedded() {
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))

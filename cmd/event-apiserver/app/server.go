@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/compatibility"
@@ -22,10 +23,12 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
+	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
+	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
 )
 
 // NewCommand builds the cobra command. out receives the one line a user
@@ -96,6 +99,8 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 			}
 		}()
 		o.Etcd.StorageConfig.Transport.ServerList = []string{embedded.ClientURL()}
+	} else {
+		go watchresume.WarnWithoutProgressNotify(ctx, o.Etcd.StorageConfig.Transport, o.Etcd.StorageConfig.Prefix, watchresume.ProgressCheckTimeout)
 	}
 
 	config, err := o.Config()
@@ -162,6 +167,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.Etcd.ApplyWithStorageFactoryTo(storageFactory, &serverConfig.Config); err != nil {
 		return nil, err
 	}
+	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter)
 	if o.Aggregated.Enabled {
 		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {
 			return nil, err
@@ -176,6 +182,13 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		if err := o.Features.ApplyTo(&serverConfig.Config, nil, nil); err != nil {
 			return nil, err
 		}
+	}
+	// The storm limiter validates last, after the aggregated chain's
+	// NamespaceLifecycle and webhooks, right before a write reaches etcd.
+	if serverConfig.AdmissionControl != nil {
+		serverConfig.AdmissionControl = admission.NewChainHandler(serverConfig.AdmissionControl, storm.New(o.Storm.Config()))
+	} else {
+		serverConfig.AdmissionControl = storm.New(o.Storm.Config())
 	}
 
 	return &apiserver.Config{
