@@ -38,11 +38,16 @@ type ServerOptions struct {
 	ExtraArgs []string
 	// StartTimeout bounds the wait for /readyz; default 90s.
 	StartTimeout time.Duration
+	// AggregatedKubeconfig, when set, runs the server with --aggregated
+	// behind the kube-apiserver this kubeconfig reaches. Such a server
+	// writes no admin kubeconfig; readiness is checked anonymously.
+	AggregatedKubeconfig string
 }
 
 // Server is a running event-apiserver.
 type Server struct {
 	URL        string
+	Port       int
 	DataDir    string
 	Kubeconfig string
 	// EtcdURL is the embedded etcd's client URL, when EmbeddedEtcdPort was set.
@@ -104,6 +109,7 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	}
 	s := &Server{
 		URL:        fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
+		Port:       ports[0],
 		DataDir:    opts.DataDir,
 		Kubeconfig: filepath.Join(opts.DataDir, "kubeconfig"),
 		timeout:    opts.StartTimeout,
@@ -113,6 +119,10 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	} else if opts.EmbeddedEtcdPort != 0 {
 		s.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", opts.EmbeddedEtcdPort)
 		args = append(args, fmt.Sprintf("--embedded-etcd-client-address=127.0.0.1:%d", opts.EmbeddedEtcdPort))
+	}
+	if opts.AggregatedKubeconfig != "" {
+		s.Kubeconfig = ""
+		args = append(args, "--aggregated", "--kubeconfig="+opts.AggregatedKubeconfig)
 	}
 	if opts.EventTTL != 0 {
 		args = append(args, "--event-ttl="+opts.EventTTL.String())
@@ -126,6 +136,9 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	}
 	return s
 }
+
+// RepoRoot is the checkout's root directory.
+func RepoRoot() (string, error) { return locateRepoRoot() }
 
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
@@ -145,7 +158,13 @@ func (s *Server) Start() error {
 	return s.WaitReady()
 }
 
-// WaitReady waits for /readyz and for the kubeconfig line on stdout.
+// CACertFile is the serving certificate bundle (leaf and self-signed CA),
+// what an APIService's caBundle or a client's CA must hold.
+func (s *Server) CACertFile() string {
+	return filepath.Join(s.DataDir, "certs", "apiserver.crt")
+}
+
+// WaitReady waits for /readyz and, standalone, for the kubeconfig line.
 func (s *Server) WaitReady() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
@@ -155,12 +174,18 @@ func (s *Server) WaitReady() error {
 		}
 		return nil
 	}, func() error {
-		if !s.proc.logContains("export KUBECONFIG=" + s.Kubeconfig) {
-			return fmt.Errorf("no kubeconfig line yet")
-		}
-		config, err := s.loadConfig()
-		if err != nil {
-			return err
+		var config *rest.Config
+		if s.Kubeconfig == "" {
+			// Aggregated: /readyz is always allowed, even anonymously.
+			config = &rest.Config{Host: s.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CACertFile()}}
+		} else {
+			if !s.proc.logContains("export KUBECONFIG=" + s.Kubeconfig) {
+				return fmt.Errorf("no kubeconfig line yet")
+			}
+			var err error
+			if config, err = s.loadConfig(); err != nil {
+				return err
+			}
 		}
 		client, err := rest.UnversionedRESTClientFor(withoutGroup(config))
 		if err != nil {

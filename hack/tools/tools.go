@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools records the reference Kubernetes commands as imports so that
+// `go mod tidy` keeps their requirements in go.mod/go.sum.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
