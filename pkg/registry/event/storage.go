@@ -1,7 +1,11 @@
 package event
 
 import (
+	"context"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -57,4 +61,27 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlSe
 // ShortNames makes "kubectl get ev" work in both groups.
 func (r *REST) ShortNames() []string {
 	return []string{"ev"}
+}
+
+// List reads a list across all namespaces whose field selector pins one
+// namespace as a list of that namespace. k8s.io/apiserver narrows only the
+// first page of such a list to the namespace's keys, so the continue token it
+// hands out is read against the wrong prefix on the next page and items are
+// lost or repeated (kube-apiserver v1.36.3 has the same bug). Narrowing every
+// page the same way keeps paging consistent; the result is otherwise the same.
+func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
+	return r.Store.List(withSelectedNamespace(ctx, options), options)
+}
+
+func withSelectedNamespace(ctx context.Context, options *metainternalversion.ListOptions) context.Context {
+	if namespace, ok := genericapirequest.NamespaceFrom(ctx); ok && namespace != "" {
+		return ctx
+	}
+	if options == nil || options.FieldSelector == nil {
+		return ctx
+	}
+	if namespace, found := options.FieldSelector.RequiresExactMatch("metadata.namespace"); found && namespace != "" {
+		return genericapirequest.WithNamespace(ctx, namespace)
+	}
+	return ctx
 }
