@@ -1,0 +1,531 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+const (
+	contentJSON     = "application/json"
+	contentProtobuf = "application/vnd.kubernetes.protobuf"
+	contentMerge    = "application/merge-patch+json"
+
+	coreEventsPath   = "/api/v1/namespaces/default/events"
+	eventsEventsPath = "/apis/events.k8s.io/v1/namespaces/default/events"
+)
+
+// request is one raw HTTP request.
+type request struct {
+	method, path, contentType string
+	body                      []byte
+}
+
+// badInputCase is a request the server must refuse with a 4xx Status, and
+// the Status kube-apiserver v1.36.3 answers it with.
+type badInputCase struct {
+	name string
+	// setup requests run first and must succeed (2xx).
+	setup []request
+	req   request
+	// want is kube-apiserver's answer: code, reason and message.
+	wantCode    int
+	wantReason  metav1.StatusReason
+	wantMessage string
+	// oursMessage, when set, is our message where it knowingly differs
+	// from kube-apiserver's; the code and reason still match.
+	oursMessage string
+}
+
+// A body of a built-in kind other than Event: kube-apiserver's scheme knows
+// every built-in kind, decodes it and fails to convert it to an Event; ours
+// knows only Events, so the decoder already fails to recognise the kind.
+func notRegistered(kind, gv string) string {
+	return fmt.Sprintf(`%s in version "v1" cannot be handled as a Event: no kind %q is registered for version %q in scheme "pkg/runtime/scheme.go:111"`, kind, kind, gv)
+}
+
+// A valid events.k8s.io/v1 Event body, to be broken one field at a time.
+func eventsV1Body(name string, mutate func(m map[string]any)) []byte {
+	m := map[string]any{
+		"apiVersion":          "events.k8s.io/v1",
+		"kind":                "Event",
+		"metadata":            map[string]any{"name": name, "namespace": "default"},
+		"eventTime":           "2024-05-01T10:00:00.000000Z",
+		"reportingController": "example.com/ctrl",
+		"reportingInstance":   "ctrl-1",
+		"action":              "Testing",
+		"reason":              "Tested",
+		"regarding":           map[string]any{"kind": "Pod", "name": "p", "namespace": "default", "apiVersion": "v1"},
+		"note":                "a note",
+		"type":                "Normal",
+	}
+	if mutate != nil {
+		mutate(m)
+	}
+	return mustJSON(m)
+}
+
+// A valid core/v1 Event body as tools/record writes it.
+func coreBody(name string, mutate func(m map[string]any)) []byte {
+	m := map[string]any{
+		"apiVersion":     "v1",
+		"kind":           "Event",
+		"metadata":       map[string]any{"name": name, "namespace": "default"},
+		"involvedObject": map[string]any{"kind": "Pod", "name": "p", "namespace": "default", "apiVersion": "v1"},
+		"reason":         "Tested",
+		"message":        "a message",
+		"source":         map[string]any{"component": "test"},
+		"firstTimestamp": "2024-05-01T10:00:00Z",
+		"lastTimestamp":  "2024-05-01T10:00:00Z",
+		"count":          1,
+		"type":           "Normal",
+	}
+	if mutate != nil {
+		mutate(m)
+	}
+	return mustJSON(m)
+}
+
+func mustJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err)
+	}
+	return bytes.TrimSpace(buf.Bytes())
+}
+
+// protobufOf encodes obj in the "k8s\x00" envelope with client-go's scheme.
+func protobufOf(obj runtime.Object, gv runtime.GroupVersioner) []byte {
+	var buf bytes.Buffer
+	codec := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), gv)
+	if err := codec.Encode(obj, &buf); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+func badInputCases() []badInputCase {
+	post := func(path, contentType string, body []byte) request {
+		return request{method: http.MethodPost, path: path, contentType: contentType, body: body}
+	}
+	longNote := strings.Repeat("n", 1025)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-as-event", Namespace: "default"}}
+	eventsEvent := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "group-mismatch-pb", Namespace: "default"}}
+
+	return []badInputCase{
+		{
+			name:        "malformed JSON, core/v1",
+			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"x"`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"v1","kind":"Eve ...)`,
+		},
+		{
+			name:        "malformed JSON, events.k8s.io/v1",
+			req:         post(eventsEventsPath, contentJSON, []byte(`{"apiVersion":"events.k8s.io/v1","kind":"Event",`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"events.k8s.io/v ...)`,
+		},
+		{
+			name:        "JSON that is not an object",
+			req:         post(coreEventsPath, contentJSON, []byte(`["not", "an", "event"]`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" } (5b226e6f74222c2022616e222c20226576656e74225d)`,
+		},
+		{
+			name:        "empty body",
+			req:         post(coreEventsPath, contentJSON, nil),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)`,
+		},
+		{
+			name:        "wrong type for a field",
+			req:         post(coreEventsPath, contentJSON, coreBody("wrong-type", func(m map[string]any) { m["count"] = "seven" })),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `Event in version "v1" cannot be handled as a Event: json: cannot unmarshal string into Go struct field Event.count of type int32`,
+		},
+		{
+			name:        "protobuf without the k8s envelope",
+			req:         post(coreEventsPath, contentProtobuf, []byte("this is not protobuf")),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the object provided is unrecognized (must be of type Event): provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] (74686973206973206e6f742070726f746f627566)`,
+		},
+		{
+			name:        "protobuf envelope with a truncated message",
+			req:         post(coreEventsPath, contentProtobuf, []byte("k8s\x00\x0a\x05\x0a\x02v1")),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the object provided is unrecognized (must be of type Event): unexpected EOF (6b3873000a050a027631)`,
+		},
+		{
+			name:        "protobuf envelope with garbage",
+			req:         post(eventsEventsPath, contentProtobuf, append([]byte("k8s\x00"), 0xff, 0xff, 0xff, 0xff, 0x0f)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the object provided is unrecognized (must be of type Event): proto: illegal wireType 7 (6b387300ffffffff0f)`,
+		},
+		{
+			name: "unknown field with fieldValidation=Strict",
+			req: post(coreEventsPath+"?fieldValidation=Strict", contentJSON,
+				coreBody("strict", func(m map[string]any) { m["spec"] = map[string]any{} })),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `Event in version "v1" cannot be handled as a Event: strict decoding error: unknown field "spec"`,
+		},
+		{
+			name:        "unsupported media type",
+			req:         post(coreEventsPath, "text/plain", []byte("hello")),
+			wantCode:    http.StatusUnsupportedMediaType,
+			wantReason:  metav1.StatusReasonUnsupportedMediaType,
+			wantMessage: `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf`,
+		},
+		{
+			name:        "wrong kind in body: EventList",
+			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"EventList","items":[]}`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `EventList in version "v1" cannot be handled as a Event: converting (v1.EventList) to (core.Event): unknown conversion`,
+		},
+		{
+			name:        "wrong kind in body: Pod as JSON",
+			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pod-as-event"}}`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `Pod in version "v1" cannot be handled as a Event: converting (v1.Pod) to (core.Event): unknown conversion`,
+			oursMessage: notRegistered("Pod", "v1"),
+		},
+		{
+			name:        "unknown kind in body",
+			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"Foo","metadata":{"name":"foo"}}`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `Foo in version "v1" cannot be handled as a Event: no kind "Foo" is registered for version "v1" in scheme "pkg/runtime/scheme.go:111"`,
+		},
+		{
+			name:        "unknown group in body",
+			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"example.com/v1","kind":"Event","metadata":{"name":"foo"}}`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `Event in version "v1" cannot be handled as a Event: no kind "Event" is registered for version "example.com/v1" in scheme "pkg/runtime/scheme.go:111"`,
+		},
+		{
+			name:        "wrong kind in body: Deployment",
+			req:         post(eventsEventsPath, contentJSON, []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"foo"}}`)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `Deployment in version "v1" cannot be handled as a Event: converting (v1.Deployment) to (core.Event): unknown conversion`,
+			oursMessage: notRegistered("Deployment", "apps/v1"),
+		},
+		{
+			name:        "wrong kind in body: Pod as protobuf",
+			req:         post(coreEventsPath, contentProtobuf, protobufOf(pod, corev1.SchemeGroupVersion)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `Pod in version "v1" cannot be handled as a Event: converting (v1.Pod) to (core.Event): unknown conversion`,
+			oursMessage: notRegistered("Pod", "v1"),
+		},
+		{
+			name:        "events.k8s.io/v1 Event sent to core/v1",
+			req:         post(coreEventsPath, contentJSON, eventsV1Body("group-mismatch", nil)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the API version in the data (events.k8s.io/v1) does not match the expected API version (v1)`,
+		},
+		{
+			name:        "core/v1 Event sent to events.k8s.io/v1",
+			req:         post(eventsEventsPath, contentJSON, coreBody("group-mismatch", nil)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the API version in the data (v1) does not match the expected API version (events.k8s.io/v1)`,
+		},
+		{
+			name:        "events.k8s.io/v1 protobuf sent to core/v1",
+			req:         post(coreEventsPath, contentProtobuf, protobufOf(eventsEvent, eventsv1.SchemeGroupVersion)),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the API version in the data (events.k8s.io/v1) does not match the expected API version (v1)`,
+		},
+		{
+			name: "namespace in body does not match the URL, core/v1",
+			req: post(coreEventsPath, contentJSON, coreBody("ns-mismatch", func(m map[string]any) {
+				m["metadata"] = map[string]any{"name": "ns-mismatch", "namespace": "other"}
+			})),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the namespace of the provided object does not match the namespace sent on the request`,
+		},
+		{
+			name: "namespace in body does not match the URL, events.k8s.io/v1",
+			req: post(eventsEventsPath, contentJSON, eventsV1Body("ns-mismatch", func(m map[string]any) {
+				m["metadata"] = map[string]any{"name": "ns-mismatch", "namespace": "other"}
+			})),
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `the namespace of the provided object does not match the namespace sent on the request`,
+		},
+		{
+			name:        "name with a slash, core/v1",
+			req:         post(coreEventsPath, contentJSON, coreBody("a/b", nil)),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "a/b" is invalid: metadata.name: Invalid value: "a/b": may not contain '/'`,
+		},
+		{
+			name:        "name not a DNS subdomain, events.k8s.io/v1",
+			req:         post(eventsEventsPath, contentJSON, eventsV1Body("Bad_Name", nil)),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+		},
+		{
+			name: "no name",
+			req: post(coreEventsPath, contentJSON, coreBody("", func(m map[string]any) {
+				m["metadata"] = map[string]any{"namespace": "default"}
+			})),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "" is invalid: metadata.name: Required value: name or generateName is required`,
+		},
+		{
+			name: "involvedObject in another namespace, core/v1",
+			req: post(coreEventsPath, contentJSON, coreBody("other-ns", func(m map[string]any) {
+				m["involvedObject"] = map[string]any{"kind": "Pod", "name": "p", "namespace": "other"}
+			})),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "other-ns" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace`,
+		},
+		{
+			name:        "eventTime missing, events.k8s.io/v1",
+			req:         post(eventsEventsPath, contentJSON, eventsV1Body("no-time", func(m map[string]any) { delete(m, "eventTime") })),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "no-time" is invalid: eventTime: Required value`,
+		},
+		{
+			name: "reportingController, reportingInstance and action missing, events.k8s.io/v1",
+			req: post(eventsEventsPath, contentJSON, eventsV1Body("no-reporter", func(m map[string]any) {
+				delete(m, "reportingController")
+				delete(m, "reportingInstance")
+				delete(m, "action")
+			})),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "no-reporter" is invalid: [reportingController: Required value, reportingController: Invalid value: "": name part must be non-empty, reportingController: Invalid value: "": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), reportingInstance: Required value, action: Required value]`,
+		},
+		{
+			name: "reportingComponent missing on a new-style core/v1 Event",
+			req: post(coreEventsPath, contentJSON, coreBody("core-no-reporter", func(m map[string]any) {
+				m["eventTime"] = "2024-05-01T10:00:00.000000Z"
+			})),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "core-no-reporter" is invalid: [reportingComponent: Required value, reportingComponent: Invalid value: "": name part must be non-empty, reportingComponent: Invalid value: "": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), reportingInstance: Required value, action: Required value]`,
+		},
+		{
+			name:        "invalid type, events.k8s.io/v1",
+			req:         post(eventsEventsPath, contentJSON, eventsV1Body("bad-type", func(m map[string]any) { m["type"] = "Bogus" })),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "bad-type" is invalid: type: Invalid value: "": has invalid value: Bogus`,
+		},
+		{
+			name:        "note too long, events.k8s.io/v1",
+			req:         post(eventsEventsPath, contentJSON, eventsV1Body("long-note", func(m map[string]any) { m["note"] = longNote })),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "long-note" is invalid: message: Invalid value: "": can have at most 1024 characters`,
+		},
+		{
+			name: "deprecated fields set on create, events.k8s.io/v1",
+			req: post(eventsEventsPath, contentJSON, eventsV1Body("deprecated", func(m map[string]any) {
+				m["deprecatedCount"] = 3
+				m["deprecatedSource"] = map[string]any{"component": "kubelet"}
+				m["deprecatedFirstTimestamp"] = "2024-05-01T10:00:00Z"
+			})),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "deprecated" is invalid: [firstTimestamp: Invalid value: "": needs to be unset, count: Invalid value: "": needs to be unset, source: Invalid value: "": needs to be unset]`,
+		},
+		{
+			name: "series count below 2, events.k8s.io/v1",
+			req: post(eventsEventsPath, contentJSON, eventsV1Body("short-series", func(m map[string]any) {
+				m["series"] = map[string]any{"count": 1, "lastObservedTime": "2024-05-01T10:00:00.000000Z"}
+			})),
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "short-series" is invalid: series.count: Invalid value: "": should be at least 2`,
+		},
+		{
+			name:  "immutable field changed, events.k8s.io/v1",
+			setup: []request{post(eventsEventsPath, contentJSON, eventsV1Body("immutable", nil))},
+			req: request{method: http.MethodPatch, path: eventsEventsPath + "/immutable", contentType: contentMerge,
+				body: []byte(`{"note":"changed","reason":"Changed"}`)},
+			wantCode:    http.StatusUnprocessableEntity,
+			wantReason:  metav1.StatusReasonInvalid,
+			wantMessage: `Event "immutable" is invalid: [reason: Invalid value: "Changed": field is immutable, message: Invalid value: "changed": field is immutable]`,
+		},
+		{
+			name: "patch of a missing Event",
+			req: request{method: http.MethodPatch, path: coreEventsPath + "/missing", contentType: contentMerge,
+				body: []byte(`{"count":2}`)},
+			wantCode:    http.StatusNotFound,
+			wantReason:  metav1.StatusReasonNotFound,
+			wantMessage: `events "missing" not found`,
+		},
+		{
+			name:        "get of a missing Event, events.k8s.io/v1",
+			req:         request{method: http.MethodGet, path: eventsEventsPath + "/missing"},
+			wantCode:    http.StatusNotFound,
+			wantReason:  metav1.StatusReasonNotFound,
+			wantMessage: `events.events.k8s.io "missing" not found`,
+		},
+		{
+			name: "create of an existing Event",
+			setup: []request{
+				post(coreEventsPath, contentJSON, coreBody("exists", nil)),
+			},
+			req:         post(coreEventsPath, contentJSON, coreBody("exists", nil)),
+			wantCode:    http.StatusConflict,
+			wantReason:  metav1.StatusReasonAlreadyExists,
+			wantMessage: `events "exists" already exists`,
+		},
+		{
+			name:        "unsupported field selector, core/v1",
+			req:         request{method: http.MethodGet, path: coreEventsPath + "?fieldSelector=message%3Dx"},
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `field label not supported: message`,
+		},
+		{
+			name:        "core/v1 field label on events.k8s.io/v1",
+			req:         request{method: http.MethodGet, path: eventsEventsPath + "?fieldSelector=involvedObject.name%3Dx"},
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `field label not supported: involvedObject.name`,
+		},
+		{
+			name:        "malformed field selector",
+			req:         request{method: http.MethodGet, path: coreEventsPath + "?fieldSelector=%3D%3D%3D"},
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `invalid field selector: unescaped character in value: 61`,
+		},
+		{
+			name:        "malformed label selector",
+			req:         request{method: http.MethodGet, path: coreEventsPath + "?labelSelector=a%20in%20(b"},
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `unable to parse requirement: found '', expected: ',' or ')'`,
+		},
+		{
+			name:        "malformed resourceVersion on a list",
+			req:         request{method: http.MethodGet, path: coreEventsPath + "?resourceVersion=abc&resourceVersionMatch=Exact"},
+			wantCode:    http.StatusBadRequest,
+			wantReason:  metav1.StatusReasonBadRequest,
+			wantMessage: `invalid resource version: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`,
+		},
+	}
+}
+
+// TestBadInput sends malformed, mistyped and invalid requests with the admin
+// token: each gets the 4xx Status kube-apiserver v1.36.3 answers with (code,
+// reason and message, taken from its code and checked against it live by
+// TestBadInputMatchesKubeAPIServer), never a 500.
+func TestBadInput(t *testing.T) {
+	server := framework.StartServer(t, framework.ServerOptions{})
+	client := adminRawClient(t, server)
+	for _, tc := range badInputCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, s := range tc.setup {
+				if r := client.send(t, s); r.code/100 != 2 {
+					t.Fatalf("setup %s %s: %d %s", s.method, s.path, r.code, r.body)
+				}
+			}
+			r := client.send(t, tc.req)
+			if r.code < 400 || r.code >= 500 {
+				t.Fatalf("got %d, want a 4xx: %s", r.code, r.body)
+			}
+			got := r.status(t)
+			wantMessage := tc.wantMessage
+			if tc.oursMessage != "" {
+				wantMessage = tc.oursMessage
+			}
+			if r.code != tc.wantCode || got.Code != int32(tc.wantCode) || got.Reason != tc.wantReason || got.Message != wantMessage {
+				t.Errorf("got %d %s %q (status code %d)\nwant %d %s %q", r.code, got.Reason, got.Message, got.Code,
+					tc.wantCode, tc.wantReason, wantMessage)
+			}
+			if got.Status != metav1.StatusFailure {
+				t.Errorf("status %q, want %q", got.Status, metav1.StatusFailure)
+			}
+		})
+	}
+}
+
+// TestBadInputMatchesKubeAPIServer sends the same requests to our server and
+// to kube-apiserver v1.36.3 and compares code, reason, message and details.
+// It skips when _output/bin/kube-apiserver has not been built
+// (hack/build-kube.sh).
+func TestBadInputMatchesKubeAPIServer(t *testing.T) {
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	server := framework.StartServer(t, framework.ServerOptions{})
+	ours := adminRawClient(t, server)
+	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
+	for _, tc := range badInputCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, s := range tc.setup {
+				for who, c := range map[string]*rawClient{"event-apiserver": ours, "kube-apiserver": theirs} {
+					if r := c.send(t, s); r.code/100 != 2 {
+						t.Fatalf("setup on %s %s %s: %d %s", who, s.method, s.path, r.code, r.body)
+					}
+				}
+			}
+			o, k := ours.send(t, tc.req), theirs.send(t, tc.req)
+			if k.code != tc.wantCode {
+				t.Errorf("kube-apiserver answered %d, the test expects %d: %s", k.code, tc.wantCode, k.body)
+			}
+			if o.code != k.code {
+				t.Fatalf("code %d, kube-apiserver %d\nours: %s\nkube: %s", o.code, k.code, o.body, k.body)
+			}
+			og, kg := o.status(t), k.status(t)
+			if og.Reason != kg.Reason || og.Code != kg.Code {
+				t.Errorf("reason %s (%d), kube-apiserver %s (%d)", og.Reason, og.Code, kg.Reason, kg.Code)
+			}
+			switch {
+			case tc.oursMessage != "":
+				// A known difference: both messages must be the documented ones.
+				if kg.Message != tc.wantMessage || og.Message != tc.oursMessage {
+					t.Errorf("messages changed:\nours: %q (documented %q)\nkube: %q (documented %q)",
+						og.Message, tc.oursMessage, kg.Message, tc.wantMessage)
+				}
+			case og.Message != kg.Message:
+				t.Errorf("message differs:\nours: %q\nkube: %q", og.Message, kg.Message)
+			case kg.Message != tc.wantMessage:
+				t.Errorf("both servers say %q, the test expects %q", kg.Message, tc.wantMessage)
+			}
+			if !apiequality.Semantic.DeepEqual(og.Details, kg.Details) {
+				t.Errorf("details differ:\nours: %+v\nkube: %+v", og.Details, kg.Details)
+			}
+		})
+	}
+}

@@ -1,0 +1,263 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// tableAccept is what kubectl get sends.
+const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+
+// TestMatchesKubeAPIServer writes the same Events to our server and to
+// kube-apiserver v1.36.3 and compares what clients see: discovery entries,
+// the Events as JSON through both APIs, server-side tables and kubectl's
+// output. It skips when _output/bin/kube-apiserver has not been built.
+func TestMatchesKubeAPIServer(t *testing.T) {
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	server := framework.StartServer(t, framework.ServerOptions{})
+	ours := adminRawClient(t, server)
+	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
+	ctx := context.Background()
+	// A namespace of our own, so that nothing kube-apiserver records
+	// itself shows up in the lists compared below.
+	const ns = "compat"
+	if _, err := kube.Client(t).CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same objects, timestamps included, to both servers.
+	core := fullCoreEvent(ns, "compat-core")
+	oldCore := fullCoreEvent(ns, "compat-old-core")
+	oldCore.EventTime, oldCore.Series, oldCore.Action, oldCore.Related = metav1.MicroTime{}, nil, "", nil
+	oldCore.ReportingController, oldCore.ReportingInstance = "", ""
+	events := fullEventsV1Event(ns, "compat-events")
+	singleton := fullEventsV1Event(ns, "compat-singleton")
+	singleton.Series, singleton.Related = nil, nil
+	for who, c := range map[string]kubernetes.Interface{"event-apiserver": server.Client(t), "kube-apiserver": kube.Client(t)} {
+		for _, e := range []*corev1.Event{core, oldCore} {
+			if _, err := c.CoreV1().Events(ns).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating %s on %s: %v", e.Name, who, err)
+			}
+		}
+		for _, e := range []*eventsv1.Event{events, singleton} {
+			if _, err := c.EventsV1().Events(ns).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating %s on %s: %v", e.Name, who, err)
+			}
+		}
+	}
+
+	t.Run("discovery", func(t *testing.T) {
+		for _, path := range []string{"/api/v1", "/apis/events.k8s.io/v1"} {
+			var o, k metav1.APIResourceList
+			decodeJSON(t, mustGet(t, ours, path, ""), &o)
+			decodeJSON(t, mustGet(t, theirs, path, ""), &k)
+			oe, ke := findResource(o.APIResources, "events"), findResource(k.APIResources, "events")
+			if oe == nil || ke == nil {
+				t.Fatalf("%s: events missing (ours %v, kube %v)", path, oe != nil, ke != nil)
+			}
+			if !apiequality.Semantic.DeepEqual(oe, ke) {
+				t.Errorf("%s: events entry differs (-kube +ours):\n%s", path, diff.Diff(ke, oe))
+			}
+		}
+		for path, group := range map[string]string{"/api": "", "/apis": "events.k8s.io"} {
+			var o, k apidiscoveryv2.APIGroupDiscoveryList
+			decodeJSON(t, mustGet(t, ours, path, aggregatedDiscovery), &o)
+			decodeJSON(t, mustGet(t, theirs, path, aggregatedDiscovery), &k)
+			oe, ke := findAggregatedEvents(o, group), findAggregatedEvents(k, group)
+			if oe == nil || ke == nil {
+				t.Fatalf("%s aggregated: events missing (ours %v, kube %v)", path, oe != nil, ke != nil)
+			}
+			if !apiequality.Semantic.DeepEqual(oe, ke) {
+				t.Errorf("%s aggregated: events entry differs (-kube +ours):\n%s", path, diff.Diff(ke, oe))
+			}
+		}
+	})
+
+	t.Run("Events as JSON through both APIs", func(t *testing.T) {
+		for _, name := range []string{core.Name, oldCore.Name, events.Name, singleton.Name} {
+			for _, base := range []string{"/api/v1/namespaces/" + ns + "/events", "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"} {
+				path := base + "/" + name
+				o := normalizeObject(t, mustGet(t, ours, path, "").body)
+				k := normalizeObject(t, mustGet(t, theirs, path, "").body)
+				if !apiequality.Semantic.DeepEqual(o, k) {
+					t.Errorf("GET %s differs (-kube +ours):\n%s", path, diff.Diff(k, o))
+				}
+			}
+		}
+	})
+
+	t.Run("server-side table", func(t *testing.T) {
+		for _, base := range []string{"/api/v1/namespaces/" + ns + "/events", "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"} {
+			var o, k metav1.Table
+			decodeJSON(t, mustGet(t, ours, base, tableAccept), &o)
+			decodeJSON(t, mustGet(t, theirs, base, tableAccept), &k)
+			if !apiequality.Semantic.DeepEqual(o.ColumnDefinitions, k.ColumnDefinitions) {
+				t.Errorf("%s: columns differ (-kube +ours):\n%s", base, diff.Diff(k.ColumnDefinitions, o.ColumnDefinitions))
+			}
+			oRows, kRows := tableRowsByName(t, &o), tableRowsByName(t, &k)
+			if len(oRows) != len(kRows) {
+				t.Errorf("%s: %d rows, kube-apiserver %d", base, len(oRows), len(kRows))
+			}
+			for name, kCells := range kRows {
+				oCells, ok := oRows[name]
+				if !ok {
+					t.Errorf("%s: no row for %s", base, name)
+					continue
+				}
+				// Ages (Last Seen, First Seen) move with the clock; compare
+				// that both are set, and every other cell exactly.
+				for _, age := range []int{0, 7} {
+					if (oCells[age] == "") != (kCells[age] == "") || (oCells[age] == "<unknown>") != (kCells[age] == "<unknown>") {
+						t.Errorf("%s row %s: age cell %d is %v, kube-apiserver %v", base, name, age, oCells[age], kCells[age])
+					}
+					oCells[age], kCells[age] = nil, nil
+				}
+				if !apiequality.Semantic.DeepEqual(oCells, kCells) {
+					t.Errorf("%s row %s differs (-kube +ours):\n%s", base, name, diff.Diff(kCells, oCells))
+				}
+			}
+		}
+	})
+
+	t.Run("delete answers", func(t *testing.T) {
+		for _, base := range []string{"/api/v1/namespaces/" + ns + "/events", "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"} {
+			name := "compat-delete"
+			body := coreBody(name, func(m map[string]any) {
+				m["metadata"] = map[string]any{"name": name, "namespace": ns}
+				m["involvedObject"] = map[string]any{"kind": "Pod", "name": "p", "namespace": ns}
+			})
+			var answers [2]map[string]any
+			for i, c := range []*rawClient{ours, theirs} {
+				if r := c.do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/events", body,
+					map[string]string{"Content-Type": contentJSON}); r.code != http.StatusCreated {
+					t.Fatalf("create on %s: %d %s", c.baseURL, r.code, r.body)
+				}
+				r := c.do(t, http.MethodDelete, base+"/"+name, nil, nil)
+				if r.code != http.StatusOK {
+					t.Fatalf("DELETE %s%s: %d %s", c.baseURL, base, r.code, r.body)
+				}
+				answers[i] = normalizeObject(t, r.body)
+				if details, ok := answers[i]["details"].(map[string]any); ok && details["uid"] != nil {
+					details["uid"] = "<set>"
+				}
+			}
+			if !apiequality.Semantic.DeepEqual(answers[0], answers[1]) {
+				t.Errorf("DELETE %s answers differ (-kube +ours):\n%s", base, diff.Diff(answers[1], answers[0]))
+			}
+		}
+	})
+
+	t.Run("kubectl get -o wide", func(t *testing.T) {
+		for _, resource := range []string{"events", "events.events.k8s.io"} {
+			o := mustKubectl(t, server.Kubeconfig, "get", resource, "-n", ns, "-o", "wide")
+			k := mustKubectl(t, kube.KubeconfigPath, "get", resource, "-n", ns, "-o", "wide")
+			oRows, kRows := parseTable(t, o), parseTable(t, k)
+			if len(oRows) != len(kRows) {
+				t.Fatalf("%s: %d rows, kube-apiserver %d\nours:\n%s\nkube:\n%s", resource, len(oRows), len(kRows), o, k)
+			}
+			for i := range kRows {
+				for _, age := range []string{"LAST SEEN", "FIRST SEEN"} {
+					delete(oRows[i], age)
+					delete(kRows[i], age)
+				}
+				if !apiequality.Semantic.DeepEqual(oRows[i], kRows[i]) {
+					t.Errorf("%s row %d differs:\nours: %v\nkube: %v", resource, i, oRows[i], kRows[i])
+				}
+			}
+			assertHeaders(t, o, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
+				"MESSAGE", "FIRST SEEN", "COUNT", "NAME"})
+		}
+	})
+}
+
+func mustGet(t *testing.T, c *rawClient, path, accept string) response {
+	t.Helper()
+	header := map[string]string{}
+	if accept != "" {
+		header["Accept"] = accept
+	}
+	r := c.do(t, http.MethodGet, path, nil, header)
+	if r.code != http.StatusOK {
+		t.Fatalf("GET %s%s: %d %.300s", c.baseURL, path, r.code, r.body)
+	}
+	return r
+}
+
+func findResource(list []metav1.APIResource, name string) *metav1.APIResource {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+func findAggregatedEvents(l apidiscoveryv2.APIGroupDiscoveryList, group string) *apidiscoveryv2.APIResourceDiscovery {
+	for _, g := range l.Items {
+		if g.Name != group {
+			continue
+		}
+		for _, v := range g.Versions {
+			if v.Version != "v1" {
+				continue
+			}
+			for i := range v.Resources {
+				if v.Resources[i].Resource == "events" {
+					return &v.Resources[i]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// normalizeObject decodes a JSON object and blanks what differs between
+// any two servers: identity, revision, creation and managed-fields times.
+func normalizeObject(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	var obj map[string]any
+	if err := json.Unmarshal(body, &obj); err != nil {
+		t.Fatalf("decoding %.300s: %v", body, err)
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	for _, field := range []string{"uid", "resourceVersion", "creationTimestamp"} {
+		if _, ok := meta[field]; ok {
+			meta[field] = "<set>"
+		}
+	}
+	if mfs, ok := meta["managedFields"].([]any); ok {
+		for _, mf := range mfs {
+			if m, ok := mf.(map[string]any); ok {
+				m["time"] = "<set>"
+			}
+		}
+	}
+	return obj
+}
+
+// tableRowsByName keys a table's rows by their Name cell (the last one).
+func tableRowsByName(t *testing.T, table *metav1.Table) map[string][]any {
+	t.Helper()
+	rows := map[string][]any{}
+	for _, row := range table.Rows {
+		if len(row.Cells) != len(table.ColumnDefinitions) {
+			t.Fatalf("row has %d cells for %d columns: %v", len(row.Cells), len(table.ColumnDefinitions), row.Cells)
+		}
+		name, _ := row.Cells[len(row.Cells)-1].(string)
+		rows[name] = row.Cells
+	}
+	return rows
+}

@@ -1,0 +1,260 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// aggregatedDiscovery is the Accept header of clients that ask for
+// aggregated discovery (KEP-3352), as kubectl and client-go do.
+const aggregatedDiscovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+// eventVerbs are the verbs kube-apiserver lists for events in both groups.
+var eventVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+// TestDiscoveryAndEndpoints asks the admin's questions of every discovery,
+// OpenAPI, health, metrics and version endpoint: each answers 200 with what
+// kubectl and client-go need to find the two Event resources, and nothing
+// else is served.
+func TestDiscoveryAndEndpoints(t *testing.T) {
+	server := framework.StartServer(t, framework.ServerOptions{})
+	client := adminRawClient(t, server)
+
+	tests := []struct {
+		path   string
+		accept string
+		check  func(t *testing.T, r response)
+	}{
+		{
+			path: "/api",
+			check: func(t *testing.T, r response) {
+				var v metav1.APIVersions
+				decodeJSON(t, r, &v)
+				if fmt.Sprint(v.Versions) != "[v1]" {
+					t.Errorf("versions %v, want [v1]", v.Versions)
+				}
+			},
+		},
+		{
+			path: "/api/v1",
+			check: func(t *testing.T, r response) {
+				assertOnlyEvents(t, r, "v1")
+			},
+		},
+		{
+			path: "/apis",
+			check: func(t *testing.T, r response) {
+				var l metav1.APIGroupList
+				decodeJSON(t, r, &l)
+				if len(l.Groups) != 1 || l.Groups[0].Name != "events.k8s.io" ||
+					l.Groups[0].PreferredVersion.GroupVersion != "events.k8s.io/v1" || len(l.Groups[0].Versions) != 1 {
+					t.Errorf("groups %+v, want only events.k8s.io with v1", l.Groups)
+				}
+			},
+		},
+		{
+			path: "/apis/events.k8s.io",
+			check: func(t *testing.T, r response) {
+				var g metav1.APIGroup
+				decodeJSON(t, r, &g)
+				if g.Name != "events.k8s.io" || g.PreferredVersion.Version != "v1" {
+					t.Errorf("group %+v, want events.k8s.io preferring v1", g)
+				}
+			},
+		},
+		{
+			path: "/apis/events.k8s.io/v1",
+			check: func(t *testing.T, r response) {
+				assertOnlyEvents(t, r, "events.k8s.io/v1")
+			},
+		},
+		{
+			path:   "/api",
+			accept: aggregatedDiscovery,
+			check: func(t *testing.T, r response) {
+				assertAggregatedEvents(t, r, "")
+			},
+		},
+		{
+			path:   "/apis",
+			accept: aggregatedDiscovery,
+			check: func(t *testing.T, r response) {
+				assertAggregatedEvents(t, r, "events.k8s.io")
+			},
+		},
+		{
+			path: "/openapi/v2",
+			check: func(t *testing.T, r response) {
+				var doc struct {
+					Swagger     string                     `json:"swagger"`
+					Paths       map[string]json.RawMessage `json:"paths"`
+					Definitions map[string]json.RawMessage `json:"definitions"`
+				}
+				decodeJSON(t, r, &doc)
+				if doc.Swagger != "2.0" {
+					t.Errorf("swagger %q, want 2.0", doc.Swagger)
+				}
+				for _, p := range []string{"/api/v1/namespaces/{namespace}/events", "/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}"} {
+					if _, ok := doc.Paths[p]; !ok {
+						t.Errorf("no path %s", p)
+					}
+				}
+				for _, d := range []string{"io.k8s.api.core.v1.Event", "io.k8s.api.events.v1.Event", "io.k8s.api.events.v1.EventSeries"} {
+					if _, ok := doc.Definitions[d]; !ok {
+						t.Errorf("no definition %s", d)
+					}
+				}
+			},
+		},
+		{
+			path: "/openapi/v3",
+			check: func(t *testing.T, r response) {
+				var index struct {
+					Paths map[string]struct {
+						ServerRelativeURL string `json:"serverRelativeURL"`
+					} `json:"paths"`
+				}
+				decodeJSON(t, r, &index)
+				for gv, schema := range map[string]string{
+					"api/v1":                "io.k8s.api.core.v1.Event",
+					"apis/events.k8s.io/v1": "io.k8s.api.events.v1.Event",
+				} {
+					entry, ok := index.Paths[gv]
+					if !ok {
+						t.Errorf("/openapi/v3 lists no %s: %v", gv, index.Paths)
+						continue
+					}
+					doc := client.do(t, http.MethodGet, entry.ServerRelativeURL, nil, nil)
+					if doc.code != http.StatusOK {
+						t.Errorf("GET %s: %d", entry.ServerRelativeURL, doc.code)
+						continue
+					}
+					var v3 struct {
+						OpenAPI    string `json:"openapi"`
+						Components struct {
+							Schemas map[string]json.RawMessage `json:"schemas"`
+						} `json:"components"`
+					}
+					decodeJSON(t, doc, &v3)
+					if !strings.HasPrefix(v3.OpenAPI, "3.") {
+						t.Errorf("%s: openapi %q, want 3.x", gv, v3.OpenAPI)
+					}
+					if _, ok := v3.Components.Schemas[schema]; !ok {
+						t.Errorf("%s: no schema %s", gv, schema)
+					}
+				}
+			},
+		},
+		{path: "/healthz", check: bodyIs("ok")},
+		{path: "/livez", check: bodyIs("ok")},
+		{path: "/readyz", check: bodyIs("ok")},
+		{path: "/healthz/etcd", check: bodyIs("ok")},
+		{path: "/readyz/etcd", check: bodyIs("ok")},
+		{
+			path: "/metrics",
+			check: func(t *testing.T, r response) {
+				for _, metric := range []string{"apiserver_request_total", "etcd_request_duration_seconds", "apiserver_storage_objects"} {
+					if !strings.Contains(string(r.body), metric) {
+						t.Errorf("/metrics lacks %s", metric)
+					}
+				}
+			},
+		},
+		{
+			path: "/version",
+			check: func(t *testing.T, r response) {
+				var v version.Info
+				decodeJSON(t, r, &v)
+				if v.GitVersion == "" || v.Major == "" || v.Minor == "" {
+					t.Errorf("version %+v lacks gitVersion, major or minor", v)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		name := strings.TrimPrefix(tc.path, "/")
+		if tc.accept != "" {
+			name += " aggregated"
+		}
+		t.Run(name, func(t *testing.T) {
+			header := map[string]string{}
+			if tc.accept != "" {
+				header["Accept"] = tc.accept
+			}
+			r := client.do(t, http.MethodGet, tc.path, nil, header)
+			if r.code != http.StatusOK {
+				t.Fatalf("GET %s: %d, want 200: %.300s", tc.path, r.code, r.body)
+			}
+			tc.check(t, r)
+		})
+	}
+}
+
+func decodeJSON(t *testing.T, r response, into any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, into); err != nil {
+		t.Fatalf("decoding %T: %v: %.300s", into, err, r.body)
+	}
+}
+
+func bodyIs(want string) func(t *testing.T, r response) {
+	return func(t *testing.T, r response) {
+		if got := strings.TrimSpace(string(r.body)); got != want {
+			t.Errorf("body %q, want %q", got, want)
+		}
+	}
+}
+
+// assertOnlyEvents checks an APIResourceList: events and nothing else.
+func assertOnlyEvents(t *testing.T, r response, groupVersion string) {
+	t.Helper()
+	var l metav1.APIResourceList
+	decodeJSON(t, r, &l)
+	if l.GroupVersion != groupVersion {
+		t.Errorf("groupVersion %q, want %q", l.GroupVersion, groupVersion)
+	}
+	if len(l.APIResources) != 1 {
+		t.Fatalf("resources %+v, want only events", l.APIResources)
+	}
+	res := l.APIResources[0]
+	verbs := append([]string(nil), res.Verbs...)
+	sort.Strings(verbs)
+	if res.Name != "events" || res.SingularName != "event" || !res.Namespaced || res.Kind != "Event" ||
+		fmt.Sprint(res.ShortNames) != "[ev]" || fmt.Sprint(verbs) != fmt.Sprint(eventVerbs) || res.StorageVersionHash == "" {
+		t.Errorf("resource %+v, want namespaced events (Event, short name ev, verbs %v, a storage version hash)", res, eventVerbs)
+	}
+}
+
+// assertAggregatedEvents checks an aggregated discovery document: one group
+// (the core group has no name) with v1 serving only events.
+func assertAggregatedEvents(t *testing.T, r response, group string) {
+	t.Helper()
+	if !strings.Contains(r.contentType, "as=APIGroupDiscoveryList") {
+		t.Errorf("Content-Type %q, want aggregated discovery", r.contentType)
+	}
+	var l apidiscoveryv2.APIGroupDiscoveryList
+	decodeJSON(t, r, &l)
+	if len(l.Items) != 1 || l.Items[0].Name != group || len(l.Items[0].Versions) != 1 {
+		t.Fatalf("groups %+v, want only %q with one version", l.Items, group)
+	}
+	v := l.Items[0].Versions[0]
+	if v.Version != "v1" || len(v.Resources) != 1 || v.Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent {
+		t.Fatalf("version %+v, want v1 with only events, fresh", v)
+	}
+	res := v.Resources[0]
+	if res.Resource != "events" || res.SingularResource != "event" || res.Scope != apidiscoveryv2.ScopeNamespace ||
+		res.ResponseKind == nil || res.ResponseKind.Kind != "Event" ||
+		fmt.Sprint(res.ShortNames) != "[ev]" || fmt.Sprint(res.Verbs) != fmt.Sprint(eventVerbs) {
+		t.Errorf("resource %+v, want namespaced events", res)
+	}
+}

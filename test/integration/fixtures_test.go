@@ -1,0 +1,154 @@
+package integration
+
+// Event fixtures with every field set, and the conversions between core/v1
+// and events.k8s.io/v1 as kube-apiserver v1.36.3 does them
+// (pkg/apis/events/v1/conversion.go), written out field by field so that the
+// tests have an oracle independent of the server's conversion code.
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fullCoreEvent is a core/v1 Event with every field set, old (count, source,
+// timestamps) and new (eventTime, series, action, related, reporting*)
+// alike; core/v1 accepts all of them.
+func fullCoreEvent(namespace, name string) *corev1.Event {
+	now := time.Now()
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   namespace,
+			Labels:      map[string]string{"app": "web"},
+			Annotations: map[string]string{"example.com/note": "fixture"},
+		},
+		InvolvedObject: corev1.ObjectReference{
+			Kind:            "Pod",
+			Namespace:       namespace,
+			Name:            "web-0",
+			UID:             "uid-web-0",
+			APIVersion:      "v1",
+			ResourceVersion: "42",
+			FieldPath:       "spec.containers{web}",
+		},
+		Reason:         "BackOff",
+		Message:        "Back-off restarting failed container",
+		Source:         corev1.EventSource{Component: "kubelet", Host: "node-1"},
+		FirstTimestamp: metav1.NewTime(now.Add(-time.Hour).Truncate(time.Second)),
+		LastTimestamp:  metav1.NewTime(now.Add(-time.Minute).Truncate(time.Second)),
+		Count:          7,
+		Type:           corev1.EventTypeWarning,
+		EventTime:      metav1.NewMicroTime(now.Add(-time.Hour).Truncate(time.Microsecond)),
+		Series: &corev1.EventSeries{
+			Count:            7,
+			LastObservedTime: metav1.NewMicroTime(now.Add(-time.Minute).Truncate(time.Microsecond)),
+		},
+		Action: "Restarting",
+		Related: &corev1.ObjectReference{
+			Kind:       "Node",
+			Name:       "node-1",
+			UID:        "uid-node-1",
+			APIVersion: "v1",
+		},
+		ReportingController: "kubelet",
+		ReportingInstance:   "node-1",
+	}
+}
+
+// fullEventsV1Event is an events.k8s.io/v1 Event with every field that
+// version accepts on create (the deprecated* fields must stay unset).
+func fullEventsV1Event(namespace, name string) *eventsv1.Event {
+	now := time.Now()
+	return &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   namespace,
+			Labels:      map[string]string{"app": "scheduler"},
+			Annotations: map[string]string{"example.com/note": "fixture"},
+		},
+		EventTime: metav1.NewMicroTime(now.Add(-time.Minute).Truncate(time.Microsecond)),
+		Series: &eventsv1.EventSeries{
+			Count:            3,
+			LastObservedTime: metav1.NewMicroTime(now.Truncate(time.Microsecond)),
+		},
+		ReportingController: "example.com/scheduler",
+		ReportingInstance:   "scheduler-1",
+		Action:              "Binding",
+		Reason:              "Scheduled",
+		Regarding: corev1.ObjectReference{
+			Kind:            "Pod",
+			Namespace:       namespace,
+			Name:            "web-1",
+			UID:             "uid-web-1",
+			APIVersion:      "v1",
+			ResourceVersion: "7",
+		},
+		Related: &corev1.ObjectReference{
+			Kind:       "Node",
+			Name:       "node-2",
+			UID:        "uid-node-2",
+			APIVersion: "v1",
+		},
+		Note: "Successfully assigned web-1 to node-2",
+		Type: corev1.EventTypeNormal,
+	}
+}
+
+// eventsV1FromCore is how an Event stored through core/v1 reads through
+// events.k8s.io/v1.
+func eventsV1FromCore(in *corev1.Event) *eventsv1.Event {
+	out := &eventsv1.Event{
+		ObjectMeta:               *in.ObjectMeta.DeepCopy(),
+		EventTime:                in.EventTime,
+		ReportingController:      in.ReportingController,
+		ReportingInstance:        in.ReportingInstance,
+		Action:                   in.Action,
+		Reason:                   in.Reason,
+		Regarding:                in.InvolvedObject,
+		Note:                     in.Message,
+		Type:                     in.Type,
+		DeprecatedSource:         in.Source,
+		DeprecatedFirstTimestamp: in.FirstTimestamp,
+		DeprecatedLastTimestamp:  in.LastTimestamp,
+		DeprecatedCount:          in.Count,
+	}
+	if in.Series != nil {
+		out.Series = &eventsv1.EventSeries{Count: in.Series.Count, LastObservedTime: in.Series.LastObservedTime}
+	}
+	if in.Related != nil {
+		related := *in.Related
+		out.Related = &related
+	}
+	return out
+}
+
+// coreFromEventsV1 is how an Event stored through events.k8s.io/v1 reads
+// through core/v1.
+func coreFromEventsV1(in *eventsv1.Event) *corev1.Event {
+	out := &corev1.Event{
+		ObjectMeta:          *in.ObjectMeta.DeepCopy(),
+		InvolvedObject:      in.Regarding,
+		Reason:              in.Reason,
+		Message:             in.Note,
+		Source:              in.DeprecatedSource,
+		FirstTimestamp:      in.DeprecatedFirstTimestamp,
+		LastTimestamp:       in.DeprecatedLastTimestamp,
+		Count:               in.DeprecatedCount,
+		Type:                in.Type,
+		EventTime:           in.EventTime,
+		Action:              in.Action,
+		ReportingController: in.ReportingController,
+		ReportingInstance:   in.ReportingInstance,
+	}
+	if in.Series != nil {
+		out.Series = &corev1.EventSeries{Count: in.Series.Count, LastObservedTime: in.Series.LastObservedTime}
+	}
+	if in.Related != nil {
+		related := *in.Related
+		out.Related = &related
+	}
+	return out
+}
