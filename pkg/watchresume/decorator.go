@@ -1,0 +1,97 @@
+package watchresume
+
+import (
+	"reflect"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/cacher"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/tools/cache"
+)
+
+// StorageWithCacher builds what genericregistry.StorageWithCacher builds, a
+// cacher and its delegator over one etcd3 store, and returns it as a Storage,
+// so that watches older than the cache's history go to that etcd3 store.
+func StorageWithCacher() generic.StorageDecorator {
+	return func(
+		config *storagebackend.ConfigForResource,
+		resourcePrefix string,
+		keyFunc func(obj runtime.Object) (string, error),
+		newFunc func() runtime.Object,
+		newListFunc func() runtime.Object,
+		getAttrsFunc storage.AttrFunc,
+		triggerFuncs storage.IndexerFuncs,
+		indexers *cache.Indexers,
+	) (storage.Interface, factory.DestroyFunc, error) {
+		etcd, destroyEtcd, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := cacher.NewCacherFromConfig(cacher.Config{
+			Storage:             etcd,
+			Versioner:           storage.APIObjectVersioner{},
+			GroupResource:       config.GroupResource,
+			EventsHistoryWindow: config.EventsHistoryWindow,
+			ResourcePrefix:      resourcePrefix,
+			KeyFunc:             keyFunc,
+			NewFunc:             newFunc,
+			NewListFunc:         newListFunc,
+			GetAttrsFunc:        getAttrsFunc,
+			IndexerFuncs:        triggerFuncs,
+			Indexers:            indexers,
+			Codec:               config.Codec,
+		})
+		if err != nil {
+			destroyEtcd()
+			return nil, nil, err
+		}
+		registerMetrics()
+		delegator := cacher.NewCacheDelegator(c, etcd)
+		var once sync.Once
+		destroy := func() {
+			once.Do(func() {
+				delegator.Stop()
+				c.Stop()
+				destroyEtcd()
+			})
+		}
+		return NewStorage(delegator, etcd, config.GroupResource), destroy, nil
+	}
+}
+
+// NewRESTOptionsGetter wraps the getter EtcdOptions.ApplyWithStorageFactoryTo
+// installs. Where it chose the watch cache for a resource, the resource gets
+// StorageWithCacher instead; where it chose none (--watch-cache=false, or a
+// zero --watch-cache-sizes entry), storage stays plain etcd, which resumes
+// from any retained revision by itself.
+func NewRESTOptionsGetter(getter generic.RESTOptionsGetter) generic.RESTOptionsGetter {
+	return restOptionsGetter{getter}
+}
+
+type restOptionsGetter struct {
+	generic.RESTOptionsGetter
+}
+
+func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	opts, err := g.RESTOptionsGetter.GetRESTOptions(resource, example)
+	if err != nil {
+		return opts, err
+	}
+	if opts.Decorator != nil && !isUndecorated(opts.Decorator) {
+		opts.Decorator = StorageWithCacher()
+	}
+	return opts, nil
+}
+
+// isUndecorated reports whether d is generic.UndecoratedStorage. The options
+// getter picks between that function and the closure
+// genericregistry.StorageWithCacher returns and does not say which; a plain
+// function is identified by its code pointer.
+func isUndecorated(d generic.StorageDecorator) bool {
+	return reflect.ValueOf(d).Pointer() == reflect.ValueOf(generic.UndecoratedStorage).Pointer()
+}
