@@ -24,6 +24,9 @@ for verify in hack/verify-*.sh; do
 done
 bash hack/verify-codegen-selftest.sh
 
+log "Fuzzing the decode, convert and validate path (bounded)"
+FUZZ_TIME="${FUZZ_TIME:-15s}" bash hack/fuzz.sh
+
 log "Running go test"
 # shellcheck disable=SC2086
 go test -count=1 -timeout 45m ${GO_TEST_FLAGS:-} ./... 2>&1 | tee "${REPO_ROOT}/_output/go-test.log"

@@ -64,6 +64,13 @@ func NewOptions() *Options {
 
 	features := genericoptions.NewFeatureOptions()
 
+	serverRun := genericoptions.NewServerRunOptions()
+	// Without a grace period, open watches hold a shutdown until the HTTP
+	// server's own timeout, about a minute (kube-apiserver behaves the
+	// same). Ending them after a few seconds lets Ctrl-C and rolling
+	// restarts finish promptly; clients resume their watches elsewhere.
+	serverRun.ShutdownWatchTerminationGracePeriod = 5 * time.Second
+
 	return &Options{
 		DataDir:       defaultDataDir,
 		EventTTL:      time.Hour,
@@ -74,7 +81,7 @@ func NewOptions() *Options {
 			ProgressNotifyInterval: 5 * time.Second,
 			ReadyTimeout:           time.Minute,
 		},
-		ServerRun:  genericoptions.NewServerRunOptions(),
+		ServerRun:  serverRun,
 		Features:   features,
 		Aggregated: NewAggregatedOptions(),
 		Storm:      storm.NewOptions(),

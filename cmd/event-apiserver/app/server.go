@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -149,7 +151,6 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
-	serverConfig.EffectiveVersion = effectiveVersion()
 
 	namer := openapinamer.NewDefinitionNamer(apiserver.Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
@@ -163,6 +164,8 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
 		return nil, err
 	}
+	// After ServerRun, which sets the registry's version.
+	serverConfig.EffectiveVersion = effectiveVersion()
 	storageFactory := apiserver.NewStorageFactory(o.Etcd.StorageConfig, o.Etcd.DefaultStorageMediaType)
 	if err := o.Etcd.ApplyWithStorageFactoryTo(storageFactory, &serverConfig.Config); err != nil {
 		return nil, err
@@ -185,11 +188,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	// The storm limiter validates last, after the aggregated chain's
 	// NamespaceLifecycle and webhooks, right before a write reaches etcd.
+	stormPlugin := storm.New(o.Storm.Config())
 	if serverConfig.AdmissionControl != nil {
-		serverConfig.AdmissionControl = admission.NewChainHandler(serverConfig.AdmissionControl, storm.New(o.Storm.Config()))
+		serverConfig.AdmissionControl = admission.NewChainHandler(serverConfig.AdmissionControl, stormPlugin)
 	} else {
-		serverConfig.AdmissionControl = storm.New(o.Storm.Config())
+		serverConfig.AdmissionControl = stormPlugin
 	}
+	serverConfig.AddPostStartHookOrDie("event-storm-storage-probe", func(ctx genericapiserver.PostStartHookContext) error {
+		return stormPlugin.WatchStorage(ctx, o.Etcd.StorageConfig)
+	})
 
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
@@ -200,11 +207,27 @@ func (o *Options) Config() (*apiserver.Config, error) {
 // effectiveVersion reports the Kubernetes version whose libraries the server
 // is built on, so clients see the API behaviour of that release.
 func effectiveVersion() basecompatibility.EffectiveVersion {
-	return basecompatibility.NewEffectiveVersionFromString(apiserverLibraryVersion, "", "")
+	return apiVersion{basecompatibility.NewEffectiveVersionFromString(apiserverLibraryVersion, "", "")}
 }
 
 // apiserverLibraryVersion is the k8s.io/apiserver release go.mod pins.
 const apiserverLibraryVersion = "1.36.3"
+
+// apiVersion fills /version's gitVersion when the binary was built without
+// version ldflags (go build, go run): component-base then reports
+// "v0.0.0-master+$Format:%H$", which kubectl version cannot parse. The API
+// served is that of the pinned release, so that is what /version says.
+type apiVersion struct {
+	basecompatibility.EffectiveVersion
+}
+
+func (v apiVersion) Info() *apimachineryversion.Info {
+	info := v.EffectiveVersion.Info()
+	if info != nil && strings.HasPrefix(info.GitVersion, "v0.0.0-") {
+		info.GitVersion = "v" + apiserverLibraryVersion
+	}
+	return info
+}
 
 // announceWhenReady prints the kubeconfig line (standalone) once /readyz
 // answers ok, so a user who copies it gets a server that serves.

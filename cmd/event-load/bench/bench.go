@@ -1,0 +1,364 @@
+// Package bench runs every workload against kube-apiserver v1.36.3 in two
+// configurations and against event-apiserver, in alternation over several
+// rounds, each server on a fresh etcd of its own, and measures the etcd
+// ceiling beside them; it writes the raw results, a table of medians and a
+// chart.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/eventapiserver/event-apiserver/cmd/event-load/process"
+	"github.com/eventapiserver/event-apiserver/cmd/event-load/workload"
+)
+
+// Servers under test, by the letter the table uses.
+const (
+	KubeDefault = "A"
+	KubeCached  = "B"
+	EventServer = "C"
+)
+
+// Titles describe the servers in the table.
+var Titles = map[string]string{
+	KubeDefault: "kube-apiserver v1.36.3, default (Events watch cache off)",
+	KubeCached:  "kube-apiserver v1.36.3, --watch-cache-sizes=events#1000 (Events watch cache on)",
+	EventServer: "event-apiserver",
+}
+
+// Options configures Run.
+type Options struct {
+	EtcdBinary, KubeAPIServerBinary, EventAPIServerBinary string
+	// EventAPIServerArgs are extra flags for event-apiserver.
+	EventAPIServerArgs []string
+
+	// Servers are the servers to compare, in the order each round runs
+	// them (a subset of A, B, C).
+	Servers []string
+	Rounds  int
+
+	// Sizes are the store sizes the describe workload runs at, ascending;
+	// the last is also where memory and startup are measured.
+	Sizes  []int
+	Layout workload.Layout
+
+	// Clients is the concurrency of create, recorder and etcd-ceiling.
+	Clients int
+	// Duration is how long each create variant, each recorder, the watch
+	// writes and the ceiling run.
+	Duration time.Duration
+
+	Watchers, AllWatchers, WatchRate int
+
+	DescribeRequests int
+	DescribeTime     time.Duration
+
+	// WorkDir holds the etcd data and server logs.
+	WorkDir string
+	// ProfileDir, when set, gets CPU profiles of event-apiserver taken in
+	// one extra round (not counted) during each workload.
+	ProfileDir string
+	// EtcdUnsafeNoFsync runs etcd with --unsafe-no-fsync.
+	EtcdUnsafeNoFsync bool
+}
+
+// Run is one server's (or the ceiling's) measurements in one round.
+type RunResult struct {
+	Server       string                 `json:"server"`
+	Round        int                    `json:"round"`
+	Measurements []workload.Measurement `json:"measurements"`
+	Error        string                 `json:"error,omitempty"`
+}
+
+// Results is everything a benchmark measured.
+type Results struct {
+	Options Options     `json:"options"`
+	Started time.Time   `json:"started"`
+	Elapsed string      `json:"elapsed"`
+	Runs    []RunResult `json:"runs"`
+}
+
+// memorySettle is the pause between a server's readiness and its empty
+// memory baseline.
+const memorySettle = 2 * time.Second
+
+// Ceiling is the pseudo-server name of the etcd ceiling's runs.
+const Ceiling = "etcd"
+
+// Run runs the rounds. A server that fails to start or a workload that
+// fails is recorded in the results and the benchmark goes on; the error
+// returned is the first such failure.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	res := &Results{Options: o, Started: time.Now()}
+	var firstErr error
+	record := func(r RunResult, err error) {
+		if err != nil {
+			r.Error = err.Error()
+			klog.ErrorS(err, "Benchmark run failed", "server", r.Server, "round", r.Round)
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s round %d: %w", r.Server, r.Round, err)
+			}
+		}
+		res.Runs = append(res.Runs, r)
+	}
+	for round := 1; round <= o.Rounds; round++ {
+		r, err := runCeiling(ctx, o, round)
+		record(r, err)
+		for _, s := range o.Servers {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			r, err := runServer(ctx, o, s, round, "")
+			record(r, err)
+		}
+	}
+	if o.ProfileDir != "" && ctx.Err() == nil {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return res, err
+		}
+		if _, err := runServer(ctx, o, EventServer, 0, o.ProfileDir); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("profiling round: %w", err)
+		}
+	}
+	res.Elapsed = time.Since(res.Started).Round(time.Second).String()
+	return res, firstErr
+}
+
+func runCeiling(ctx context.Context, o Options, round int) (RunResult, error) {
+	r := RunResult{Server: Ceiling, Round: round}
+	klog.InfoS("Measuring the etcd ceiling", "round", round)
+	etcd, err := process.StartEtcd(ctx, o.etcdOptions(filepath.Join(o.WorkDir, fmt.Sprintf("round-%d", round), "ceiling")))
+	if err != nil {
+		return r, err
+	}
+	defer func() { _ = etcd.Stop() }()
+	r.Measurements, err = workload.Ceiling(ctx, workload.CeilingOptions{
+		Endpoints: []string{etcd.URL}, EtcdPID: etcd.PID(), Clients: o.Clients, Duration: o.Duration,
+	})
+	return r, err
+}
+
+func (o Options) etcdOptions(dir string) process.EtcdOptions {
+	return process.EtcdOptions{Binary: o.EtcdBinary, Dir: dir, UnsafeNoFsync: o.EtcdUnsafeNoFsync}
+}
+
+// startServer starts server s over etcd in dir.
+func (o Options) startServer(ctx context.Context, s, dir string, etcd *process.Etcd) (*process.APIServer, error) {
+	switch s {
+	case KubeDefault, KubeCached:
+		return process.StartKubeAPIServer(ctx, process.KubeAPIServerOptions{
+			Binary: o.KubeAPIServerBinary, Dir: dir, EtcdURL: etcd.URL, EventsWatchCache: s == KubeCached,
+		})
+	case EventServer:
+		return process.StartEventAPIServer(ctx, process.EventAPIServerOptions{
+			Binary: o.EventAPIServerBinary, Dir: dir, EtcdURL: etcd.URL, ExtraArgs: o.EventAPIServerArgs,
+		})
+	}
+	return nil, fmt.Errorf("unknown server %q (want %s, %s or %s)", s, KubeDefault, KubeCached, EventServer)
+}
+
+// deployment is a server on its own fresh etcd.
+type deployment struct {
+	etcd   *process.Etcd
+	server *process.APIServer
+}
+
+func (o Options) deploy(ctx context.Context, s, dir string) (*deployment, error) {
+	etcd, err := process.StartEtcd(ctx, o.etcdOptions(filepath.Join(dir, "etcd")))
+	if err != nil {
+		return nil, err
+	}
+	server, err := o.startServer(ctx, s, filepath.Join(dir, "server"), etcd)
+	if err != nil {
+		_ = etcd.Stop()
+		return nil, err
+	}
+	return &deployment{etcd: etcd, server: server}, nil
+}
+
+func (d *deployment) target() (workload.Target, error) {
+	config, err := d.server.Config()
+	if err != nil {
+		return workload.Target{}, err
+	}
+	return workload.Target{
+		Config: config, ServerPID: d.server.PID(), EtcdPID: d.etcd.PID(),
+		NeedsNamespaces: d.server.Kind == process.KubeAPIServer,
+	}, nil
+}
+
+func (d *deployment) stop() {
+	_ = d.server.Stop()
+	_ = d.etcd.Stop()
+}
+
+// runServer runs every workload against server s: the writing workloads
+// (create, recorder, watch) on one fresh etcd, the store workloads
+// (describe at each size, memory, startup) on another, so that neither
+// sees the other's Events. With profileDir set it takes CPU profiles.
+func runServer(ctx context.Context, o Options, s string, round int, profileDir string) (RunResult, error) {
+	r := RunResult{Server: s, Round: round}
+	dir := filepath.Join(o.WorkDir, fmt.Sprintf("round-%d", round), s)
+	klog.InfoS("Running workloads", "server", s, "round", round, "title", Titles[s])
+	add := func(ms []workload.Measurement, err error) error {
+		for _, m := range ms {
+			klog.V(1).InfoS("Measured", "server", s, "round", round, "m", m.String())
+		}
+		r.Measurements = append(r.Measurements, ms...)
+		return err
+	}
+	profile := func(t workload.Target, name string, d time.Duration) func() {
+		if profileDir == "" {
+			return func() {}
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := filepath.Join(profileDir, s+"-"+name+".pprof")
+			if err := workload.CPUProfile(ctx, t, d, path); err != nil {
+				klog.ErrorS(err, "CPU profile failed", "workload", name)
+			}
+		}()
+		return wg.Wait
+	}
+
+	// Writes.
+	d, err := o.deploy(ctx, s, filepath.Join(dir, "writes"))
+	if err != nil {
+		return r, err
+	}
+	err = func() error {
+		defer d.stop()
+		t, err := d.target()
+		if err != nil {
+			return err
+		}
+		for _, api := range []string{workload.CoreV1, workload.EventsV1} {
+			for _, ct := range []string{workload.Protobuf, workload.JSON} {
+				done := func() {}
+				if api == workload.CoreV1 && ct == workload.Protobuf {
+					done = profile(t, "create", o.Duration)
+				}
+				err := add(workload.Create(ctx, t, workload.CreateOptions{API: api, ContentType: ct, Clients: o.Clients, Duration: o.Duration}))
+				done()
+				if err != nil {
+					return err
+				}
+			}
+		}
+		for _, rec := range []string{workload.LegacyRecorder, workload.SeriesRecorder} {
+			done := profile(t, "recorder-"+rec, o.Duration)
+			err := add(workload.Recorder(ctx, t, workload.RecorderOptions{Recorder: rec, Clients: o.Clients, Duration: o.Duration}))
+			done()
+			if err != nil {
+				return err
+			}
+		}
+		done := profile(t, "watch", o.Duration)
+		err = add(workload.Watch(ctx, t, workload.WatchOptions{
+			Selectors: o.Watchers, All: o.AllWatchers, Rate: o.WatchRate, Duration: o.Duration,
+		}))
+		done()
+		return err
+	}()
+	if err != nil {
+		return r, err
+	}
+
+	// Store.
+	d, err = o.deploy(ctx, s, filepath.Join(dir, "store"))
+	if err != nil {
+		return r, err
+	}
+	defer d.stop()
+	t, err := d.target()
+	if err != nil {
+		return r, err
+	}
+	emptyStartup := d.server.Startup()
+	// Let start-up work (kube-apiserver's bootstrap controllers) and its
+	// garbage settle before the baseline.
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(memorySettle):
+	}
+	empty, err := workload.SampleMemory(ctx, t)
+	if err != nil {
+		return r, err
+	}
+	loaded, preloaded := 0, workload.PreloadResult{}
+	for _, size := range o.Sizes {
+		pre, err := workload.Preload(ctx, workload.PreloadOptions{Endpoints: []string{d.etcd.URL}, Layout: o.Layout, From: loaded, To: size})
+		if err != nil {
+			return r, err
+		}
+		klog.InfoS("Preloaded", "server", s, "events", size, "took", pre.Elapsed.Round(time.Millisecond))
+		loaded = size
+		preloaded.Events += pre.Events
+		preloaded.Bytes += pre.Bytes
+		done := func() {}
+		if size == o.Sizes[len(o.Sizes)-1] {
+			done = profile(t, "describe", time.Duration(len(workload.Queries))*o.DescribeTime)
+		}
+		err = add(workload.Describe(ctx, t, workload.DescribeOptions{
+			Layout: o.Layout, Size: size, Requests: o.DescribeRequests, MaxTime: o.DescribeTime,
+		}))
+		done()
+		if err != nil {
+			return r, err
+		}
+	}
+	full, err := workload.SampleMemory(ctx, t)
+	if err != nil {
+		return r, err
+	}
+	_ = add(workload.MemoryMeasurements(loaded, float64(preloaded.Bytes)/float64(max(1, preloaded.Events)), empty, full), nil)
+
+	startup, err := d.server.Restart(ctx)
+	if err != nil {
+		return r, fmt.Errorf("restarting with %d Events: %w", loaded, err)
+	}
+	// Ready is not always serving: a watch cache still filling answers 429.
+	served, err := workload.FirstServed(ctx, t, o.Layout, loaded, d.server.StartedAt())
+	if err != nil {
+		return r, fmt.Errorf("after restarting with %d Events: %w", loaded, err)
+	}
+	_ = add([]workload.Measurement{
+		{Workload: "startup", Metric: fmt.Sprintf("to /readyz @%d", loaded), Unit: "s", Value: startup.Seconds(), Better: workload.Lower, Count: 1},
+		{Workload: "startup", Metric: fmt.Sprintf("to first describe LIST served @%d", loaded), Unit: "s", Value: served.Seconds(), Better: workload.Lower, Count: 1},
+		{Workload: "startup", Metric: "to /readyz empty", Unit: "s", Value: emptyStartup.Seconds(), Better: workload.Info, Count: 1},
+	}, nil)
+	return r, nil
+}
+
+// WriteJSON writes the results to path.
+func (r *Results) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// ReadResults reads what WriteJSON wrote.
+func ReadResults(path string) (*Results, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Results{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}

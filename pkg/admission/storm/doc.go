@@ -1,0 +1,51 @@
+// Package storm is the admission plugin that keeps an Event storm, or an
+// etcd outage, from hurting anyone but the Event writers: per-reporter token
+// buckets (creates and updates counted apart), one global bucket for all
+// Event writes, a limit on the size of an Event as stored, and a gate that
+// refuses writes at once while etcd does not answer.
+//
+// # Answers
+//
+//   - Over a budget: 429 TooManyRequests with Retry-After (seconds until the
+//     bucket has a token, at least 1). client-go's REST client sleeps for
+//     Retry-After and sends again, up to 10 times, before its caller sees the
+//     error; so tools/record (one goroutine per broadcaster, Events handled in
+//     turn) slows down to the budget and its queue of 1000 drops what does not
+//     fit, and tools/events (a goroutine per Event) waits per Event. Only
+//     after the 10 retries do the recorders get a StatusError, which both drop
+//     without a retry of their own. kube-apiserver's EventRateLimit plugin
+//     answers 429 without Retry-After, which client-go does not retry at all.
+//   - Over --max-event-bytes: 413 RequestEntityTooLarge, like a body over the
+//     generic 3 MiB request limit. kube-apiserver has no such check for
+//     core/v1, whose message is unbounded: 1.5 to 2 MiB fails in etcd
+//     ("etcdserver: request is too large"), more in the etcd client ("trying
+//     to send message larger than max"), both answered 500.
+//   - etcd not answering: 503 ServiceUnavailable with Retry-After 5, within a
+//     few seconds of etcd going away, instead of a write that hangs until the
+//     request timeout (60 s) and ends in 504. client-go retries a 503 with
+//     Retry-After like a 429, so a recorder rides out an outage of up to
+//     about 50 s without losing the Event.
+//
+// # Reporters
+//
+// A reporter is who says it wrote the Event: reportingController and
+// reportingInstance when set (every events.k8s.io/v1 Event, and core/v1
+// Events from tools/record, which copies source.component and source.host
+// there), else source.component and source.host (older core/v1 writers),
+// else the authenticated user. Metrics label reporters by controller name
+// only, from a set of at most 100 names.
+//
+// # Where it runs
+//
+// The plugin validates: it runs after decoding and the registry's own
+// validation, right before the write reaches etcd, so an invalid Event costs
+// no token and a refused one costs no etcd round trip. Reads are never
+// limited. Without --aggregated there is no priority and fairness (its
+// configuration lives in kube-apiserver) and the generic server's
+// max-in-flight filter applies instead, with separate pools:
+// --max-requests-inflight (400) for reads, --max-mutating-requests-inflight
+// (200) for writes, watches exempt. A write storm fills only the mutating
+// pool, and refused writes leave it within microseconds, so reads keep
+// getting through. With --aggregated, priority and fairness runs here and in
+// the kube-apiserver in front.
+package storm

@@ -1,0 +1,203 @@
+package storm
+
+import (
+	"container/list"
+	"math"
+	"sync"
+	"time"
+)
+
+// Limit is a token bucket's shape: QPS tokens a second, up to Burst saved.
+// A QPS of zero or less means no limit.
+type Limit struct {
+	QPS   float64
+	Burst int
+}
+
+func (l Limit) enabled() bool { return l.QPS > 0 }
+
+// refillTime is how long an empty bucket takes to fill up. A bucket idle
+// that long is full, the same as a new one, so it can be forgotten.
+func (l Limit) refillTime() time.Duration {
+	if !l.enabled() {
+		return 0
+	}
+	return time.Duration(float64(l.Burst) / l.QPS * float64(time.Second))
+}
+
+type bucket struct {
+	tokens float64
+	stamp  time.Time
+}
+
+func newBucket(l Limit, now time.Time) bucket {
+	return bucket{tokens: float64(l.Burst), stamp: now}
+}
+
+// take spends one token, or says how long until one is there.
+func (b *bucket) take(l Limit, now time.Time) (bool, time.Duration) {
+	if !l.enabled() {
+		return true, 0
+	}
+	if elapsed := now.Sub(b.stamp); elapsed > 0 {
+		b.tokens = math.Min(float64(l.Burst), b.tokens+elapsed.Seconds()*l.QPS)
+		b.stamp = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / l.QPS * float64(time.Second))
+}
+
+// refund gives back a token spent on a write that another bucket refused.
+func (b *bucket) refund(l Limit) {
+	if l.enabled() {
+		b.tokens = math.Min(float64(l.Burst), b.tokens+1)
+	}
+}
+
+// operation is what a write does to an Event; each has its own budget, so
+// that a reporter out of create tokens still gets its series counted.
+type operation int
+
+const (
+	opCreate operation = iota
+	opUpdate
+	numOperations
+)
+
+func (o operation) String() string {
+	if o == opCreate {
+		return "create"
+	}
+	return "update"
+}
+
+// limiterConfig is what the limiter enforces.
+type limiterConfig struct {
+	// Reporter limits are per reporter and operation.
+	Reporter [numOperations]Limit
+	// Global bounds all Event writes together.
+	Global Limit
+	// MaxReporters bounds the reporters remembered at once; beyond it the
+	// least recently seen is forgotten (and starts again with a full
+	// bucket if it comes back).
+	MaxReporters int
+}
+
+// reporterState is one reporter's buckets and its place in the LRU list.
+type reporterState struct {
+	key     string
+	buckets [numOperations]bucket
+	seen    time.Time
+}
+
+// verdict is the limiter's answer for one write.
+type verdict struct {
+	allowed bool
+	// retryAfter is how long until the refusing bucket has a token.
+	retryAfter time.Duration
+	// global is true when the global bucket refused.
+	global bool
+	// reporters is how many reporters the limiter remembers afterwards.
+	reporters int
+}
+
+// limiter holds the buckets. Memory is bounded twice: reporters idle long
+// enough for every bucket to be full again are dropped (they would behave
+// the same as new ones), and at most MaxReporters are kept (LRU). Expired
+// reporters are dropped as other writes come in, so no goroutine is needed.
+type limiter struct {
+	config limiterConfig
+	// idle is how long a reporter must be unseen before it is forgotten.
+	idle time.Duration
+	now  func() time.Time
+
+	mu        sync.Mutex
+	global    bucket
+	reporters map[string]*list.Element
+	// lru holds *reporterState, most recently seen first.
+	lru *list.List
+}
+
+func newLimiter(config limiterConfig, now func() time.Time) *limiter {
+	var idle time.Duration
+	for _, l := range config.Reporter {
+		idle = max(idle, l.refillTime())
+	}
+	return &limiter{
+		config:    config,
+		idle:      idle,
+		now:       now,
+		global:    newBucket(config.Global, now()),
+		reporters: map[string]*list.Element{},
+		lru:       list.New(),
+	}
+}
+
+// allow spends a token of the reporter's bucket for op and one of the global
+// bucket, or neither.
+func (l *limiter) allow(key string, op operation) verdict {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := l.take(key, op, now)
+	l.expire(now)
+	v.reporters = l.lru.Len()
+	return v
+}
+
+func (l *limiter) take(key string, op operation, now time.Time) verdict {
+	limit := l.config.Reporter[op]
+	var state *reporterState
+	if limit.enabled() {
+		state = l.touch(key, now)
+		if ok, wait := state.buckets[op].take(limit, now); !ok {
+			return verdict{retryAfter: wait}
+		}
+	}
+	if ok, wait := l.global.take(l.config.Global, now); !ok {
+		if state != nil {
+			state.buckets[op].refund(limit)
+		}
+		return verdict{retryAfter: wait, global: true}
+	}
+	return verdict{allowed: true}
+}
+
+// touch finds or creates the reporter's state and marks it seen.
+func (l *limiter) touch(key string, now time.Time) *reporterState {
+	if e, ok := l.reporters[key]; ok {
+		l.lru.MoveToFront(e)
+		state := e.Value.(*reporterState)
+		state.seen = now
+		return state
+	}
+	state := &reporterState{key: key, seen: now}
+	for op, limit := range l.config.Reporter {
+		state.buckets[op] = newBucket(limit, now)
+	}
+	l.reporters[key] = l.lru.PushFront(state)
+	return state
+}
+
+// expire drops reporters from the back of the LRU list while there are too
+// many or they have been idle long enough to be full again.
+func (l *limiter) expire(now time.Time) {
+	for e := l.lru.Back(); e != nil; e = l.lru.Back() {
+		state := e.Value.(*reporterState)
+		if l.lru.Len() <= l.config.MaxReporters && now.Sub(state.seen) < l.idle {
+			return
+		}
+		l.lru.Remove(e)
+		delete(l.reporters, state.key)
+	}
+}
+
+// size is the number of reporters remembered.
+func (l *limiter) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lru.Len()
+}

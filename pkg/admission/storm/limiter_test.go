@@ -1,0 +1,182 @@
+package storm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for the limiter.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time        { return c.t }
+func (c *fakeClock) step(d time.Duration)  { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock             { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+func limitOf(qps float64, burst int) Limit { return Limit{QPS: qps, Burst: burst} }
+func noLimit() Limit                       { return Limit{} }
+func reporterLimits(create, update Limit) [numOperations]Limit {
+	return [numOperations]Limit{opCreate: create, opUpdate: update}
+}
+
+func TestLimiter(t *testing.T) {
+	type step struct {
+		advance time.Duration
+		key     string
+		op      operation
+		// want is the verdict; retryAfter is checked when non-zero.
+		want verdict
+	}
+	allowed := verdict{allowed: true}
+	cases := []struct {
+		name   string
+		config limiterConfig
+		steps  []step
+	}{
+		{
+			name:   "burst then refused until a token refills",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(2, 2), noLimit()), MaxReporters: 10},
+			steps: []step{
+				{key: "a", want: allowed},
+				{key: "a", want: allowed},
+				{key: "a", want: verdict{retryAfter: 500 * time.Millisecond}},
+				{advance: 400 * time.Millisecond, key: "a", want: verdict{retryAfter: 100 * time.Millisecond}},
+				{advance: 100 * time.Millisecond, key: "a", want: allowed},
+			},
+		},
+		{
+			name:   "reporters have their own buckets",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(1, 1), noLimit()), MaxReporters: 10},
+			steps: []step{
+				{key: "a", want: allowed},
+				{key: "a", want: verdict{retryAfter: time.Second}},
+				{key: "b", want: allowed},
+			},
+		},
+		{
+			name:   "updates keep counting when creates are used up",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(1, 1), limitOf(1, 2)), MaxReporters: 10},
+			steps: []step{
+				{key: "a", op: opCreate, want: allowed},
+				{key: "a", op: opCreate, want: verdict{retryAfter: time.Second}},
+				{key: "a", op: opUpdate, want: allowed},
+				{key: "a", op: opUpdate, want: allowed},
+				{key: "a", op: opUpdate, want: verdict{retryAfter: time.Second}},
+			},
+		},
+		{
+			name: "global budget is shared and refunds the reporter's token",
+			config: limiterConfig{
+				Reporter:     reporterLimits(limitOf(1, 1), noLimit()),
+				Global:       limitOf(1, 2),
+				MaxReporters: 10,
+			},
+			steps: []step{
+				{key: "a", want: allowed},
+				{key: "b", want: allowed},
+				{key: "c", want: verdict{retryAfter: time.Second, global: true}},
+				// c's own token was given back: once the global bucket
+				// has one, c gets it.
+				{advance: time.Second, key: "c", want: allowed},
+			},
+		},
+		{
+			name:   "no limits",
+			config: limiterConfig{MaxReporters: 1},
+			steps: []step{
+				{key: "a", want: allowed},
+				{key: "a", want: allowed},
+				{key: "b", op: opUpdate, want: allowed},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			l := newLimiter(tc.config, clock.now)
+			for i, s := range tc.steps {
+				clock.step(s.advance)
+				got := l.allow(s.key, s.op)
+				if got.allowed != s.want.allowed || got.global != s.want.global ||
+					(s.want.retryAfter != 0 && (got.retryAfter-s.want.retryAfter).Abs() > time.Millisecond) {
+					t.Errorf("step %d (%s %s): got %+v, want %+v", i, s.key, s.op, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestLimiterForgetsIdleReporters(t *testing.T) {
+	clock := newFakeClock()
+	// An empty create bucket refills in 10s, an update bucket in 4s.
+	l := newLimiter(limiterConfig{
+		Reporter:     reporterLimits(limitOf(1, 10), limitOf(5, 20)),
+		MaxReporters: 1000,
+	}, clock.now)
+	for i := range 100 {
+		l.allow(fmt.Sprintf("node-%d", i), opCreate)
+	}
+	if got := l.size(); got != 100 {
+		t.Fatalf("remembered %d reporters, want 100", got)
+	}
+	clock.step(9 * time.Second)
+	if v := l.allow("node-0", opCreate); v.reporters != 100 {
+		t.Errorf("after 9s: %d reporters, want all 100 (none full yet)", v.reporters)
+	}
+	clock.step(time.Second)
+	// Everyone but node-0 has been idle for 10s: full, so forgotten.
+	if v := l.allow("node-0", opCreate); v.reporters != 1 {
+		t.Errorf("after 10s: %d reporters, want 1", v.reporters)
+	}
+}
+
+func TestLimiterBoundsReporters(t *testing.T) {
+	clock := newFakeClock()
+	l := newLimiter(limiterConfig{Reporter: reporterLimits(limitOf(1, 1), noLimit()), MaxReporters: 3}, clock.now)
+	for _, key := range []string{"a", "b", "c", "d"} {
+		if v := l.allow(key, opCreate); !v.allowed || v.reporters > 3 {
+			t.Fatalf("%s: %+v", key, v)
+		}
+	}
+	// a was the least recently seen: forgotten, it starts with a full bucket.
+	if v := l.allow("a", opCreate); !v.allowed {
+		t.Errorf("a after eviction: %+v, want allowed", v)
+	}
+	// d is remembered and has no token left.
+	if v := l.allow("d", opCreate); v.allowed {
+		t.Errorf("d: %+v, want refused", v)
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want int
+	}{
+		{0, 1},
+		{time.Millisecond, 1},
+		{time.Second, 1},
+		{1001 * time.Millisecond, 2},
+		{90 * time.Second, 90},
+	} {
+		if got := retryAfterSeconds(tc.in); got != tc.want {
+			t.Errorf("retryAfterSeconds(%v) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkLimiter is one write's cost with many reporters remembered.
+func BenchmarkLimiter(b *testing.B) {
+	l := newLimiter(limiterConfig{
+		Reporter:     reporterLimits(limitOf(DefaultCreateQPS, DefaultCreateBurst), limitOf(DefaultUpdateQPS, DefaultUpdateBurst)),
+		Global:       limitOf(DefaultGlobalQPS, DefaultGlobalBurst),
+		MaxReporters: DefaultMaxReporters,
+	}, time.Now)
+	keys := make([]string, 5000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("controller\x00kubelet\x00node-%d", i)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		l.allow(keys[i%len(keys)], opCreate)
+	}
+}

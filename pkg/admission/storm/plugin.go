@@ -1,0 +1,121 @@
+package storm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+)
+
+// eventResources are the two faces of the one Event store.
+var eventResources = map[schema.GroupResource]bool{
+	{Group: "", Resource: "events"}:              true,
+	{Group: "events.k8s.io", Resource: "events"}: true,
+}
+
+// Plugin is a validating admission plugin for Event creates and updates.
+type Plugin struct {
+	*admission.Handler
+	limiter       *limiter
+	classes       *classes
+	maxEventBytes int64
+	storage       storageGate
+}
+
+var _ admission.ValidationInterface = &Plugin{}
+
+// Config is what a Plugin enforces; Options builds it from flags.
+type Config struct {
+	// Create and Update are each reporter's budgets.
+	Create, Update Limit
+	// Global is the budget of all Event writes together.
+	Global Limit
+	// MaxReporters bounds the reporters remembered at once.
+	MaxReporters int
+	// MaxEventBytes bounds an Event's stored size; zero or less: no bound.
+	MaxEventBytes int64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns the plugin. It registers its metrics with the legacy registry
+// served on /metrics.
+func New(c Config) *Plugin {
+	registerMetrics()
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Plugin{
+		Handler: admission.NewHandler(admission.Create, admission.Update),
+		limiter: newLimiter(limiterConfig{
+			Reporter:     [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
+			Global:       c.Global,
+			MaxReporters: c.MaxReporters,
+		}, now),
+		classes:       newClasses(),
+		maxEventBytes: c.MaxEventBytes,
+	}
+}
+
+// Validate refuses an oversize Event with 413 and, while etcd does not
+// answer, any write with 503 (see WatchStorage); then it spends the
+// reporter's and the global token for the write, or refuses it with 429 and
+// Retry-After. Dry runs are checked for size only: they never reach etcd.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	if !eventResources[a.GetResource().GroupResource()] || a.GetSubresource() != "" {
+		return nil
+	}
+	event, ok := a.GetObject().(*core.Event)
+	if !ok {
+		return nil
+	}
+	op := opCreate
+	if a.GetOperation() == admission.Update {
+		op = opUpdate
+	}
+	if err := checkSize(event, p.maxEventBytes); err != nil {
+		oversizeTotal.WithLabelValues(op.String()).Inc()
+		return err
+	}
+	if a.IsDryRun() {
+		return nil
+	}
+	if err := p.storage.unavailable(); err != nil {
+		unavailableTotal.WithLabelValues(op.String()).Inc()
+		return err
+	}
+
+	r := reporterOf(event, a.GetUserInfo())
+	class := p.classes.of(r.controller)
+	v := p.limiter.allow(r.key, op)
+	reportersGauge.Set(float64(v.reporters))
+	if v.allowed {
+		acceptedTotal.WithLabelValues(op.String(), class).Inc()
+		return nil
+	}
+	seconds := retryAfterSeconds(v.retryAfter)
+	if v.global {
+		throttledTotal.WithLabelValues(op.String(), class, "global").Inc()
+		return apierrors.NewTooManyRequests(fmt.Sprintf(
+			"Event writes are over the server's budget of %g a second, retry after %ds",
+			p.limiter.config.Global.QPS, seconds), seconds)
+	}
+	throttledTotal.WithLabelValues(op.String(), class, "reporter").Inc()
+	limit := p.limiter.config.Reporter[op]
+	return apierrors.NewTooManyRequests(fmt.Sprintf(
+		"reporter %q is over its budget of %g Event %ss a second (burst %d), retry after %ds",
+		r, limit.QPS, op, limit.Burst, seconds), seconds)
+}
+
+// retryAfterSeconds rounds up: a client that comes back early is refused
+// again. Retry-After counts whole seconds, so the least is one.
+func retryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}

@@ -1,0 +1,206 @@
+package storm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+)
+
+var (
+	coreEvents   = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	eventsEvents = schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
+	eventKind    = schema.GroupVersionKind{Version: "v1", Kind: "Event"}
+)
+
+// kubeletEvent is a core/v1 Event as tools/record writes it for a kubelet.
+func kubeletEvent(name, node string) *core.Event {
+	return &core.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: name, Namespace: "default"},
+		InvolvedObject:      core.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p"},
+		Reason:              "BackOff",
+		Message:             "Back-off restarting failed container",
+		Source:              core.EventSource{Component: "kubelet", Host: node},
+		ReportingController: "kubelet",
+		ReportingInstance:   node,
+		Count:               1,
+		Type:                "Warning",
+	}
+}
+
+func attrs(obj runtime.Object, op admission.Operation, gvr schema.GroupVersionResource, dryRun bool) admission.Attributes {
+	var old runtime.Object
+	if op == admission.Update {
+		old = obj
+	}
+	name := ""
+	if e, ok := obj.(*core.Event); ok {
+		name = e.Name
+	}
+	return admission.NewAttributesRecord(obj, old, eventKind, "default", name, gvr, "", op, nil, dryRun,
+		&user.DefaultInfo{Name: "system:node:n1"})
+}
+
+func TestPluginThrottles(t *testing.T) {
+	clock := newFakeClock()
+	p := New(Config{
+		Create:       limitOf(1, 2),
+		Update:       limitOf(1, 1),
+		MaxReporters: 100,
+		Now:          clock.now,
+	})
+	ctx := context.Background()
+	validate := func(e *core.Event, op admission.Operation, gvr schema.GroupVersionResource, dryRun bool) error {
+		return p.Validate(ctx, attrs(e, op, gvr, dryRun), nil)
+	}
+
+	// Two creates from node-1 through either API are its burst.
+	if err := validate(kubeletEvent("a", "node-1"), admission.Create, coreEvents, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(kubeletEvent("b", "node-1"), admission.Create, eventsEvents, false); err != nil {
+		t.Fatal(err)
+	}
+	// A dry run spends nothing.
+	if err := validate(kubeletEvent("c", "node-1"), admission.Create, coreEvents, true); err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	err := validate(kubeletEvent("c", "node-1"), admission.Create, coreEvents, false)
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("third create: %v, want 429", err)
+	}
+	if seconds, ok := apierrors.SuggestsClientDelay(err); !ok || seconds != 1 {
+		t.Errorf("retry after %d (%v), want 1s", seconds, ok)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `reporter "controller/kubelet/node-1"`) {
+		t.Errorf("message %q does not name the reporter", msg)
+	}
+	// Another node is not affected, and node-1's series still counts.
+	if err := validate(kubeletEvent("d", "node-2"), admission.Create, coreEvents, false); err != nil {
+		t.Errorf("other reporter: %v", err)
+	}
+	if err := validate(kubeletEvent("a", "node-1"), admission.Update, coreEvents, false); err != nil {
+		t.Errorf("update: %v", err)
+	}
+	clock.step(time.Second)
+	if err := validate(kubeletEvent("c", "node-1"), admission.Create, coreEvents, false); err != nil {
+		t.Errorf("create after a second: %v", err)
+	}
+}
+
+func TestPluginIgnoresOtherRequests(t *testing.T) {
+	p := New(Config{Create: limitOf(1, 1), MaxReporters: 10, MaxEventBytes: 10})
+	ctx := context.Background()
+	other := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	for i := range 3 {
+		if err := p.Validate(ctx, attrs(kubeletEvent(fmt.Sprint(i), "n"), admission.Create, other, false), nil); err != nil {
+			t.Fatalf("pods: %v", err)
+		}
+	}
+	if p.Handles(admission.Delete) || p.Handles(admission.Connect) {
+		t.Error("the plugin must only handle creates and updates")
+	}
+}
+
+func TestPluginSizeLimit(t *testing.T) {
+	event := kubeletEvent("big", "n")
+	size, err := storedSize(event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		limit    int64
+		grow     int
+		wantCode int
+	}{
+		{name: "at the limit", limit: int64(size), wantCode: 0},
+		{name: "one byte over", limit: int64(size), grow: 1, wantCode: http.StatusRequestEntityTooLarge},
+		{name: "no limit", limit: 0, grow: 4 << 20, wantCode: 0},
+		{name: "2 MiB message, default limit", limit: DefaultMaxEventBytes, grow: 2 << 20, wantCode: http.StatusRequestEntityTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Config{MaxReporters: 10, MaxEventBytes: tc.limit})
+			e := event.DeepCopy()
+			e.Message += strings.Repeat("x", tc.grow)
+			for _, op := range []admission.Operation{admission.Create, admission.Update} {
+				err := p.Validate(context.Background(), attrs(e, op, coreEvents, false), nil)
+				code := 0
+				if err != nil {
+					code = int(err.(apierrors.APIStatus).Status().Code)
+				}
+				if code != tc.wantCode {
+					t.Errorf("%s: got %v, want code %d", op, err, tc.wantCode)
+				}
+			}
+		})
+	}
+}
+
+func TestReporterOf(t *testing.T) {
+	who := &user.DefaultInfo{Name: "alice"}
+	cases := []struct {
+		name           string
+		event          core.Event
+		wantKey, wantC string
+	}{
+		{
+			name: "events.k8s.io/v1 and tools/record: reporting fields",
+			event: core.Event{ReportingController: "default-scheduler", ReportingInstance: "default-scheduler-cp1",
+				Source: core.EventSource{Component: "ignored"}},
+			wantKey: "controller\x00default-scheduler\x00default-scheduler-cp1", wantC: "default-scheduler",
+		},
+		{
+			name:    "legacy core/v1: source",
+			event:   core.Event{Source: core.EventSource{Component: "kubelet", Host: "node-1"}},
+			wantKey: "source\x00kubelet\x00node-1", wantC: "kubelet",
+		},
+		{
+			name:    "nothing: the user",
+			event:   core.Event{},
+			wantKey: "user\x00alice", wantC: "",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := reporterOf(&tc.event, who)
+			if r.key != tc.wantKey || r.controller != tc.wantC {
+				t.Errorf("got %q %q, want %q %q", r.key, r.controller, tc.wantKey, tc.wantC)
+			}
+		})
+	}
+}
+
+func TestClassesAreBounded(t *testing.T) {
+	c := newClasses()
+	if got := c.of(""); got != classUnknown {
+		t.Errorf("empty: %q", got)
+	}
+	for i := range maxClasses {
+		if got := c.of(fmt.Sprintf("controller-%d", i)); got != fmt.Sprintf("controller-%d", i) {
+			t.Fatalf("controller-%d: %q", i, got)
+		}
+	}
+	if got := c.of("one-too-many"); got != classOther {
+		t.Errorf("past the bound: %q, want %q", got, classOther)
+	}
+	if got := c.of("controller-7"); got != "controller-7" {
+		t.Errorf("known: %q", got)
+	}
+	c = newClasses()
+	if got := c.of(strings.Repeat("\xff", 100)); got != strings.Repeat("?", 1) {
+		t.Errorf("invalid UTF-8 not cleaned: %q", got)
+	}
+}

@@ -1,0 +1,332 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// faultRequestTimeout is the server's --request-timeout in the fault test;
+// no request may take longer than it (plus a little for the network).
+const faultRequestTimeout = 10 * time.Second
+
+// createOutcome is one create's fate as the client saw it.
+type createOutcome struct {
+	name       string
+	code       int // 0: transport error
+	message    string
+	reason     metav1.StatusReason
+	retryAfter string
+	started    time.Time
+	took       time.Duration
+}
+
+// faultWriter creates Events with raw requests, one after another, and
+// keeps every outcome.
+type faultWriter struct {
+	client *rawClient
+	prefix string
+
+	mu       sync.Mutex
+	outcomes []createOutcome
+}
+
+func (w *faultWriter) run(ctx context.Context) {
+	for i := 0; ctx.Err() == nil; i++ {
+		name := fmt.Sprintf("%s-%05d", w.prefix, i)
+		o := w.create(name)
+		w.mu.Lock()
+		w.outcomes = append(w.outcomes, o)
+		w.mu.Unlock()
+		// About 50 creates a second per writer; a client backing off on
+		// failures, not spinning on a dead etcd.
+		pause := 20 * time.Millisecond
+		if o.code != http.StatusCreated {
+			pause = 100 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+	}
+}
+
+func (w *faultWriter) create(name string) createOutcome {
+	// The client waits longer than the server may take, so that a hang
+	// shows as a long request, not as a client timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*faultRequestTimeout)
+	defer cancel()
+	body := coreBody(name, func(m map[string]any) {
+		m["metadata"] = map[string]any{"name": name, "namespace": "fault"}
+		m["involvedObject"] = map[string]any{"kind": "Pod", "name": name, "namespace": "fault", "apiVersion": "v1"}
+	})
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.client.baseURL+"/api/v1/namespaces/fault/events", bytes.NewReader(body))
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+w.client.token)
+	req.Header.Set("Content-Type", contentJSON)
+	o := createOutcome{name: name, started: start}
+	resp, err := w.client.client.Do(req)
+	if err != nil {
+		o.message = err.Error()
+	} else {
+		data, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		o.code = resp.StatusCode
+		o.retryAfter = resp.Header.Get("Retry-After")
+		if o.code != http.StatusCreated {
+			o.reason, o.message = failureStatus(data)
+		}
+	}
+	o.took = time.Since(start)
+	return o
+}
+
+// timedGet is a GET that reports transport errors instead of failing: at
+// the request timeout the generic server sometimes resets the HTTP/2 stream
+// instead of writing its 504.
+func timedGet(c *rawClient, path string) createOutcome {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*faultRequestTimeout)
+	defer cancel()
+	o := createOutcome{name: path, started: time.Now()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+path, nil)
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		o.message = err.Error()
+	} else {
+		data, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		o.code = resp.StatusCode
+		if o.code != http.StatusOK {
+			o.reason, o.message = failureStatus(data)
+		}
+	}
+	o.took = time.Since(o.started)
+	return o
+}
+
+// failureStatus reads a failure Status. The generic server's timeout filter
+// writes its 504 Status without kind and apiVersion (kube-apiserver does
+// too); client-go still reads it as a timeout from the code.
+func failureStatus(data []byte) (metav1.StatusReason, string) {
+	var s metav1.Status
+	if err := json.Unmarshal(data, &s); err != nil || s.Status != metav1.StatusFailure || s.Code == 0 {
+		return "", "not a Status: " + string(truncate(data, 200))
+	}
+	return s.Reason, s.Message
+}
+
+// TestEtcdKilledUnderLoad kills an external etcd with SIGKILL while Events
+// are being created, keeps it down for a while and restarts it. Every create
+// that got 201 is readable afterwards; every other create got a clear Status
+// (code, reason, message) within the request timeout; /readyz reports etcd
+// while it is down; the server process is the same one throughout.
+func TestEtcdKilledUnderLoad(t *testing.T) {
+	etcd := framework.StartEtcd(t)
+	server := framework.StartServer(t, framework.ServerOptions{
+		EtcdServers: etcd.ClientURL(),
+		ExtraArgs: []string{
+			"--request-timeout=" + faultRequestTimeout.String(),
+			// One client writes as fast as it can: no storm budget.
+			"--event-rate-limit-qps=0", "--event-rate-limit-global-qps=0",
+		},
+	})
+	pid, err := findServerPID(server.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := adminRawClient(t, server)
+
+	// The server must never exit or be replaced.
+	var died atomic.Value
+	watchCtx, stopWatching := context.WithCancel(context.Background())
+	defer stopWatching()
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		for watchCtx.Err() == nil {
+			if !server.Running() {
+				died.Store("process exited")
+				return
+			}
+			if p, err := findServerPID(server.DataDir); err != nil || p != pid {
+				died.Store(fmt.Sprintf("pid %d is now %d (%v)", pid, p, err))
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
+	var writers []*faultWriter
+	var wg sync.WaitGroup
+	for i := range 4 {
+		w := &faultWriter{client: admin, prefix: fmt.Sprintf("w%d", i)}
+		writers = append(writers, w)
+		wg.Go(func() { w.run(loadCtx) })
+	}
+	created := func() int {
+		n := 0
+		for _, w := range writers {
+			w.mu.Lock()
+			for _, o := range w.outcomes {
+				if o.code == http.StatusCreated {
+					n++
+				}
+			}
+			w.mu.Unlock()
+		}
+		return n
+	}
+	waitFor := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(context.Background(), pollInterval, timeout, true,
+			func(context.Context) (bool, error) { return cond(), nil })
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	waitFor("creates before the fault", pollTimeout, func() bool { return created() >= 50 })
+
+	before := created()
+	killedAt := time.Now()
+	if err := etcd.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed etcd (SIGKILL) after %d creates", before)
+
+	// /readyz names etcd while it is down. /livez fails too (the generic
+	// server puts its etcd check in all three); a liveness probe must use
+	// /livez?exclude=etcd, or it restarts the server for nothing.
+	waitFor("/readyz to fail on etcd", pollTimeout, func() bool {
+		r := admin.do(t, http.MethodGet, "/readyz?verbose", nil, nil)
+		return r.code == http.StatusInternalServerError && strings.Contains(string(r.body), "[-]etcd-readiness failed")
+	})
+	t.Logf("/readyz failed on etcd %v after the kill", time.Since(killedAt).Round(time.Millisecond))
+	// A write now is refused at once, not after the request timeout.
+	probe := &faultWriter{client: admin, prefix: "probe"}
+	if o := probe.create("probe-during-outage"); o.code != http.StatusServiceUnavailable || o.retryAfter == "" || o.took > 2*time.Second {
+		t.Errorf("create during the outage: %d %s %q Retry-After %q in %v, want a quick 503 with Retry-After",
+			o.code, o.reason, o.message, o.retryAfter, o.took)
+	} else {
+		t.Logf("create during the outage: %d %q Retry-After %s in %v", o.code, o.message, o.retryAfter, o.took.Round(time.Millisecond))
+	}
+	if r := admin.do(t, http.MethodGet, "/livez?exclude=etcd", nil, nil); r.code != http.StatusOK {
+		t.Errorf("/livez?exclude=etcd during the outage: %d %s", r.code, r.body)
+	}
+	// Reads while etcd is down: the describe-pod query, a GET, and a
+	// LIST from the cache (resourceVersion=0).
+	for _, path := range []string{
+		"/api/v1/namespaces/fault/events?fieldSelector=involvedObject.name%3Dw0-00001",
+		"/api/v1/namespaces/fault/events/w0-00001",
+		"/api/v1/namespaces/fault/events?resourceVersion=0&limit=1",
+	} {
+		o := timedGet(admin, path)
+		t.Logf("during the outage GET %s: %d %s %q in %v", path, o.code, o.reason, o.message, o.took.Round(time.Millisecond))
+		if o.took > faultRequestTimeout+5*time.Second {
+			t.Errorf("GET %s took %v, more than the request timeout", path, o.took)
+		}
+	}
+	// Long enough for creates to hit the request timeout while etcd is down.
+	time.Sleep(faultRequestTimeout + 5*time.Second)
+	duringOutage := created()
+
+	if err := etcd.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restartedAt := time.Now()
+	// The storage's etcd client redials with gRPC's backoff, up to two
+	// minutes apart; the storm gate's own client within a second.
+	waitFor("creates after the fault", 3*time.Minute, func() bool { return created() > duringOutage })
+	t.Logf("creates succeed again %v after etcd restarted", time.Since(restartedAt).Round(time.Millisecond))
+	waitFor("/readyz after etcd is back", 3*time.Minute, func() bool {
+		return admin.do(t, http.MethodGet, "/readyz", nil, nil).code == http.StatusOK
+	})
+	t.Logf("/readyz ok %v after etcd restarted", time.Since(restartedAt).Round(time.Millisecond))
+	waitFor("creates after the fault", time.Minute, func() bool { return created() >= duringOutage+50 })
+	stopLoad()
+	wg.Wait()
+	stopWatching()
+	<-watcherDone
+	if d := died.Load(); d != nil {
+		t.Fatalf("the server did not survive: %v", d)
+	}
+
+	// Every acknowledged create is there; every failure was a clear Status
+	// in time.
+	var acknowledged, readable, failed int
+	failures := map[string]int{}
+	var slowest time.Duration
+	for _, w := range writers {
+		for _, o := range w.outcomes {
+			slowest = max(slowest, o.took)
+
+			if o.took > faultRequestTimeout+5*time.Second {
+				t.Errorf("create %s took %v, more than the request timeout %v", o.name, o.took, faultRequestTimeout)
+			}
+			if o.code == http.StatusCreated {
+				acknowledged++
+				r := admin.do(t, http.MethodGet, "/api/v1/namespaces/fault/events/"+o.name, nil, nil)
+				if r.code == http.StatusOK {
+					readable++
+				} else {
+					t.Errorf("create %s was acknowledged, GET answers %d %s", o.name, r.code, r.body)
+				}
+				continue
+			}
+			failed++
+			failures[fmt.Sprintf("%d %s: %s", o.code, o.reason, o.message)]++
+			switch {
+			case o.code == http.StatusServiceUnavailable && o.reason == metav1.StatusReasonServiceUnavailable:
+				if o.retryAfter == "" {
+					t.Errorf("create %s: 503 without Retry-After", o.name)
+				}
+			case o.code == http.StatusGatewayTimeout && o.reason == metav1.StatusReasonTimeout:
+			case o.code == http.StatusInternalServerError && o.started.Before(killedAt.Add(2*time.Second)) &&
+				strings.Contains(o.message, "code = Unavailable"):
+				// Sent to etcd as it died, before the etcd client knew:
+				// the generic server passes the client's error on as a
+				// 500 InternalError.
+			case o.code == 0 && o.took >= faultRequestTimeout-time.Second:
+				// At the request timeout the generic server's timeout
+				// filter resets the HTTP/2 stream instead of writing its
+				// 504 when the handler has begun its own error response.
+			default:
+				t.Errorf("create %s failed without a clear 5xx Status: %d %q %q", o.name, o.code, o.reason, o.message)
+			}
+		}
+	}
+	t.Logf("%d creates acknowledged, %d of them readable afterwards; %d failed; slowest request %v",
+		acknowledged, readable, failed, slowest.Round(time.Millisecond))
+
+	var lines []string
+	for f, n := range failures {
+		lines = append(lines, fmt.Sprintf("%5d × %s", n, f))
+	}
+	sort.Strings(lines)
+	t.Logf("failures:\n%s", strings.Join(lines, "\n"))
+	if failed == 0 {
+		t.Errorf("no create failed while etcd was down: was it?")
+	}
+}
