@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
 	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
@@ -79,6 +81,12 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	eventsGroup.VersionedResourcesStorageMap[eventsv1.SchemeGroupVersion.Version] = storage
 	if err := genericServer.InstallAPIGroup(&eventsGroup); err != nil {
 		return nil, fmt.Errorf("installing events.k8s.io/v1: %w", err)
+	}
+
+	// As kube-apiserver does: /readyz waits until the watch cache is filled,
+	// so a restarted server is not sent traffic it would answer with 429.
+	if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.WatchCacheInitializationPostStartHook) {
+		genericServer.AddPostStartHookOrDie("storage-readiness", genericServer.StorageReadinessHook.Hook)
 	}
 
 	return &EventServer{GenericAPIServer: genericServer}, nil

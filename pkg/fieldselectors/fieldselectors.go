@@ -223,11 +223,18 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 // SelectableFields returns the plain internal fields of an Event: kube-apiserver's
 // ToSelectableFields plus ours. OR fields are not in the set; the selector
 // Matcher builds reads their parts.
+//
+// Empty values are left out: a field selector reads a missing field as "",
+// so matching is the same, and the watch cache keeps one such set per Event
+// (most Events leave Related and half the reference fields empty).
 func SelectableFields(event *core.Event) fields.Set {
-	set := make(fields.Set, len(internalFields))
+	set := fields.Set{}
 	for _, f := range internalFields {
-		if f.value != nil {
-			set[f.label] = f.value(event)
+		if f.value == nil {
+			continue
+		}
+		if v := f.value(event); v != "" {
+			set[f.label] = v
 		}
 	}
 	return set
