@@ -70,7 +70,7 @@ type Options struct {
 	EtcdUnsafeNoFsync bool
 }
 
-// Run is one server's (or the ceiling's) measurements in one round.
+// RunResult is one server's (or the ceiling's) measurements in one round.
 type RunResult struct {
 	Server       string                 `json:"server"`
 	Round        int                    `json:"round"`
