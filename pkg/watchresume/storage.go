@@ -13,6 +13,7 @@ package watchresume
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +62,12 @@ func NewStorage(delegator *cacher.CacheDelegator, etcd storage.Interface, groupR
 // compacted that revision.
 func (s *Storage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := s.CacheDelegator.Watch(ctx, key, opts)
+	if storage.IsInvalidError(err) {
+		// A malformed resourceVersion is the client's error. The generic
+		// store passes the storage's InvalidError on as a 500 (kube-apiserver
+		// too); answer it as a LIST with the same value is answered.
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", err))
+	}
 	if err != nil || !resumes(opts) {
 		return w, err
 	}

@@ -186,12 +186,13 @@ func hostileCases() []hostileCase {
 		{
 			name: "resourceVersion not a number, watch",
 			req:  get(coreEventsPath + "?watch=true&resourceVersion=abc&timeoutSeconds=1"),
-			// The generic store passes the storage's InvalidError on
-			// uninterpreted: 500, in kube-apiserver as here.
+			// kube-apiserver answers 500 here (the generic store passes the
+			// storage's InvalidError on); pkg/watchresume makes it the 400 a
+			// LIST gets.
 			want: hostileAnswer{http.StatusInternalServerError, "",
 				`resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`},
-			knownIssue: "a malformed resourceVersion on a watch is a 500, as in kube-apiserver: the Event " +
-				"storage's Watch (pkg/watchresume) should turn storage.IsInvalidError into a 400",
+			ours: &hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
+				`invalid resource version: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`},
 		},
 		{
 			name: "negative resourceVersion, list",

@@ -313,8 +313,11 @@ func TestStorm(t *testing.T) {
 	accepted := metricValue(t, server.Config(t), "event_apiserver_storm_accepted_total", map[string]string{"operation": "create"})
 	throttled := metricValue(t, server.Config(t), "event_apiserver_storm_throttled_total", map[string]string{"operation": "create"})
 	t.Logf("server metrics: %.0f creates accepted, %.0f throttled", accepted, throttled)
-	if int(accepted) != total {
-		t.Errorf("the server accepted %.0f creates, %d Events are stored", accepted, total)
+	// A create the limiter let through may still not be stored when its
+	// client gave up first (a recorder shut down mid-request).
+	if total > int(accepted) || int(accepted)-total > log.transportErrs {
+		t.Errorf("the server accepted %.0f creates, %d Events are stored, %d requests were abandoned",
+			accepted, total, log.transportErrs)
 	}
 }
 
