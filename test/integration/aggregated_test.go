@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,11 +171,7 @@ func TestAggregated(t *testing.T) {
 
 	t.Run("kubectl", func(t *testing.T) {
 		t.Run("preinstalled", func(t *testing.T) {
-			bin, err := exec.LookPath("kubectl")
-			if err != nil {
-				t.Skip("no kubectl on PATH")
-			}
-			testKubectlThroughAggregator(t, c, bin, "kubectl-preinstalled")
+			testKubectlThroughAggregator(t, c, kubectlBinary(t), "kubectl-preinstalled")
 		})
 		t.Run("v1.36.3", func(t *testing.T) {
 			testKubectlThroughAggregator(t, c, framework.KubectlBinary(t), "kubectl-built")
@@ -312,15 +306,12 @@ func TestAggregated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bin, err := exec.LookPath("kubectl")
-		if err != nil {
-			t.Skip("no kubectl on PATH")
-		}
 		// A server-side dry run of namespaced objects needs their namespace
 		// to exist for real, as a user applying deploy/ in order would have it.
 		c.createNamespace(t, "event-apiserver")
-		out, err := runKubectlBinary(t, bin, c.kube.KubeconfigPath,
+		stdout, stderr, err := kubectl(t, c.kube.KubeconfigPath,
 			"apply", "--dry-run=server", "-f", filepath.Join(root, "deploy"))
+		out := stdout + stderr
 		if err != nil {
 			t.Fatalf("kubectl apply --dry-run=server -f deploy/: %v\n%s", err, out)
 		}
@@ -332,7 +323,8 @@ func testKubectlThroughAggregator(t *testing.T, c *aggregatedCluster, bin, name 
 	kc := c.kube.KubeconfigPath
 	run := func(args ...string) string {
 		t.Helper()
-		out, err := runKubectlBinary(t, bin, kc, args...)
+		stdout, stderr, err := kubectlAt(t, bin, kc, nil, args...)
+		out := stdout + stderr
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -535,18 +527,4 @@ func schedulerStyleEvent(namespace, name string) *eventsv1.Event {
 		Note:                "0/3 nodes are available",
 		Type:                corev1.EventTypeWarning,
 	}
-}
-
-// runKubectlBinary runs a given kubectl against kubeconfig with a private
-// discovery cache and returns its combined output.
-func runKubectlBinary(t *testing.T, bin, kubeconfig string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "KUBECACHEDIR="+filepath.Join(t.TempDir(), "kubecache"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
 }

@@ -59,9 +59,16 @@ func kubectl(t *testing.T, kubeconfig string, args ...string) (string, string, e
 // kubectlWithEnv is kubectl with extra environment variables (KEY=value).
 func kubectlWithEnv(t *testing.T, kubeconfig string, env []string, args ...string) (string, string, error) {
 	t.Helper()
+	return kubectlAt(t, kubectlBinary(t), kubeconfig, env, args...)
+}
+
+// kubectlAt runs the kubectl binary bin, for tests that compare kubectl
+// versions (the preinstalled one and the v1.36.3 build).
+func kubectlAt(t *testing.T, bin, kubeconfig string, env []string, args ...string) (string, string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+kubeconfig,
 		// A cache per server: discovery from one server must not leak
