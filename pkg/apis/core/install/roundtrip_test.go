@@ -45,16 +45,6 @@ var externalKinds = []schema.GroupVersionKind{
 	eventsv1.SchemeGroupVersion.WithKind("EventList"),
 }
 
-// knownTypeMetaLeaks are the external kinds whose conversion to the internal
-// type copies apiVersion and kind: hack/update-codegen.sh runs conversion-gen
-// without metav1's drop conversion for TypeMeta, which kube-apiserver's
-// generated conversions honour. apimachinery's internal round trip decodes
-// into an internal object and expects no TypeMeta there, so these kinds are
-// kept out of it (TestRoundTripThroughEachVersion still covers their fields).
-// Remove entries as they are fixed: TestDecodeIntoLeavesTypeMetaEmpty fails
-// on an entry that no longer leaks.
-var knownTypeMetaLeaks = map[schema.GroupVersionKind]bool{}
-
 func internalVersion(gv schema.GroupVersion) schema.GroupVersion {
 	return schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
 }
@@ -68,7 +58,7 @@ func TestRoundTripServedScheme(t *testing.T) {
 	f := newFuzzer(t, codecs)
 
 	t.Run("internal", func(t *testing.T) {
-		roundtrip.RoundTripTypes(t, scheme, codecs, f, knownTypeMetaLeaks)
+		roundtrip.RoundTripTypes(t, scheme, codecs, f, nil)
 	})
 	for _, gvk := range externalKinds {
 		t.Run(gvk.String(), func(t *testing.T) {
@@ -123,9 +113,6 @@ func TestRoundTripThroughEachVersion(t *testing.T) {
 					if err := runtime.DecodeInto(codec, data, into); err != nil {
 						t.Fatalf("decode into: %v", err)
 					}
-					if knownTypeMetaLeaks[gvk] {
-						into.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-					}
 					if !apiequality.Semantic.DeepEqual(original, into) {
 						t.Fatalf("object decoded into differs (-original +decoded):\n%s", diff.Diff(original, into))
 					}
@@ -159,13 +146,9 @@ func TestDecodeIntoLeavesTypeMetaEmpty(t *testing.T) {
 			if err := runtime.DecodeInto(codec, data, into); err != nil {
 				t.Fatal(err)
 			}
-			got := into.GetObjectKind().GroupVersionKind()
-			switch {
-			case got.Empty() && knownTypeMetaLeaks[gvk]:
-				t.Errorf("%v no longer leaks TypeMeta: remove it from knownTypeMetaLeaks", gvk)
-			case !got.Empty() && knownTypeMetaLeaks[gvk]:
-				t.Skipf("KNOWN BUG: decoding %v into an internal object sets apiVersion/kind %v", gvk, got)
-			case !got.Empty():
+			// kube's conversions drop TypeMeta (metav1's drop function;
+			// ours is in pkg/conversion/corev1/typemeta.go).
+			if got := into.GetObjectKind().GroupVersionKind(); !got.Empty() {
 				t.Errorf("decoding %v into an internal object set apiVersion/kind %v, want them empty", gvk, got)
 			}
 		})
