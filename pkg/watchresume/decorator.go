@@ -14,10 +14,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+// WrapEtcd wraps the etcd3 store under everything else: under the cacher
+// and the watches resumed from etcd's history alike.
+type WrapEtcd func(storage.Interface) storage.Interface
+
 // StorageWithCacher builds what genericregistry.StorageWithCacher builds, a
 // cacher and its delegator over one etcd3 store, and returns it as a Storage,
 // so that watches older than the cache's history go to that etcd3 store.
-func StorageWithCacher() generic.StorageDecorator {
+func StorageWithCacher(wrap WrapEtcd) generic.StorageDecorator {
 	return func(
 		config *storagebackend.ConfigForResource,
 		resourcePrefix string,
@@ -32,6 +36,7 @@ func StorageWithCacher() generic.StorageDecorator {
 		if err != nil {
 			return nil, nil, err
 		}
+		etcd = wrap(etcd)
 		c, err := cacher.NewCacherFromConfig(cacher.Config{
 			Storage:             etcd,
 			Versioner:           storage.APIObjectVersioner{},
@@ -68,13 +73,15 @@ func StorageWithCacher() generic.StorageDecorator {
 // installs. Where it chose the watch cache for a resource, the resource gets
 // StorageWithCacher instead; where it chose none (--watch-cache=false, or a
 // zero --watch-cache-sizes entry), storage stays plain etcd, which resumes
-// from any retained revision by itself.
-func NewRESTOptionsGetter(getter generic.RESTOptionsGetter) generic.RESTOptionsGetter {
-	return restOptionsGetter{getter}
+// from any retained revision by itself. Either way wrap wraps the etcd3
+// store.
+func NewRESTOptionsGetter(getter generic.RESTOptionsGetter, wrap WrapEtcd) generic.RESTOptionsGetter {
+	return restOptionsGetter{RESTOptionsGetter: getter, wrap: wrap}
 }
 
 type restOptionsGetter struct {
 	generic.RESTOptionsGetter
+	wrap WrapEtcd
 }
 
 func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
@@ -82,10 +89,32 @@ func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 	if err != nil {
 		return opts, err
 	}
-	if opts.Decorator != nil && !isUndecorated(opts.Decorator) {
-		opts.Decorator = StorageWithCacher()
+	switch {
+	case opts.Decorator == nil:
+	case isUndecorated(opts.Decorator):
+		opts.Decorator = g.undecorated
+	default:
+		opts.Decorator = StorageWithCacher(g.wrap)
 	}
 	return opts, nil
+}
+
+// undecorated is generic.UndecoratedStorage with the etcd3 store wrapped.
+func (g restOptionsGetter) undecorated(
+	config *storagebackend.ConfigForResource,
+	resourcePrefix string,
+	keyFunc func(obj runtime.Object) (string, error),
+	newFunc func() runtime.Object,
+	newListFunc func() runtime.Object,
+	getAttrsFunc storage.AttrFunc,
+	triggerFuncs storage.IndexerFuncs,
+	indexers *cache.Indexers,
+) (storage.Interface, factory.DestroyFunc, error) {
+	etcd, destroy, err := generic.UndecoratedStorage(config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrsFunc, triggerFuncs, indexers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.wrap(etcd), destroy, nil
 }
 
 // isUndecorated reports whether d is generic.UndecoratedStorage. The options

@@ -25,6 +25,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
 	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
 )
 
@@ -56,7 +57,7 @@ func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
 	options.EnableWatchCache = watchCache
 	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
-	getter := NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil))
+	getter := NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), etcdhealth.NewGate().Storage)
 	store, err := event.NewREST(apiserver.Scheme, getter, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +308,7 @@ func TestIsUndecorated(t *testing.T) {
 	if !isUndecorated(generic.UndecoratedStorage) {
 		t.Error("UndecoratedStorage not recognised")
 	}
-	if isUndecorated(StorageWithCacher()) {
+	if isUndecorated(StorageWithCacher(etcdhealth.NewGate().Storage)) {
 		t.Error("StorageWithCacher taken for UndecoratedStorage")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	etcdmetrics "k8s.io/apiserver/pkg/storage/etcd3/metrics"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -28,6 +29,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
@@ -170,7 +172,13 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.Etcd.ApplyWithStorageFactoryTo(storageFactory, &serverConfig.Config); err != nil {
 		return nil, err
 	}
-	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter)
+	etcdGate := etcdhealth.NewGate()
+	// After ApplyWithStorageFactoryTo, which installs the getter that hangs.
+	etcdmetrics.SetStorageMonitorGetter(etcdGate.Monitors)
+	serverConfig.AddPostStartHookOrDie("event-etcd-health-probe", func(ctx genericapiserver.PostStartHookContext) error {
+		return etcdGate.Run(ctx, o.Etcd.StorageConfig)
+	})
+	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter, etcdGate.Storage)
 	if o.Aggregated.Enabled {
 		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {
 			return nil, err
@@ -194,9 +202,6 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	} else {
 		serverConfig.AdmissionControl = stormPlugin
 	}
-	serverConfig.AddPostStartHookOrDie("event-storm-storage-probe", func(ctx genericapiserver.PostStartHookContext) error {
-		return stormPlugin.WatchStorage(ctx, o.Etcd.StorageConfig)
-	})
 
 	return &apiserver.Config{
 		GenericConfig: serverConfig,

@@ -1,8 +1,8 @@
-// Package storm is the admission plugin that keeps an Event storm, or an
-// etcd outage, from hurting anyone but the Event writers: per-reporter token
-// buckets (creates and updates counted apart), one global bucket for all
-// Event writes, a limit on the size of an Event as stored, and a gate that
-// refuses writes at once while etcd does not answer.
+// Package storm is the admission plugin that keeps an Event storm from
+// hurting anyone but the Event writers: per-reporter token buckets (creates
+// and updates counted apart), one global bucket for all Event writes, and a
+// limit on the size of an Event as stored. An etcd outage is
+// pkg/etcdhealth's.
 //
 // # Answers
 //
@@ -20,11 +20,6 @@
 //     core/v1, whose message is unbounded: 1.5 to 2 MiB fails in etcd
 //     ("etcdserver: request is too large"), more in the etcd client ("trying
 //     to send message larger than max"), both answered 500.
-//   - etcd not answering: 503 ServiceUnavailable with Retry-After 5, within a
-//     few seconds of etcd going away, instead of a write that hangs until the
-//     request timeout (60 s) and ends in 504. client-go retries a 503 with
-//     Retry-After like a 429, so a recorder rides out an outage of up to
-//     about 50 s without losing the Event.
 //
 // # Reporters
 //

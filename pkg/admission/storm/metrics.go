@@ -42,16 +42,6 @@ var (
 		},
 		[]string{"operation"},
 	)
-	unavailableTotal = metrics.NewCounterVec(
-		&metrics.CounterOpts{
-			Namespace:      "event_apiserver",
-			Subsystem:      "storm",
-			Name:           "storage_unavailable_total",
-			Help:           "Event writes refused with 503 because etcd did not answer its health check.",
-			StabilityLevel: metrics.ALPHA,
-		},
-		[]string{"operation"},
-	)
 	reportersGauge = metrics.NewGauge(
 		&metrics.GaugeOpts{
 			Namespace:      "event_apiserver",
@@ -67,6 +57,6 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(acceptedTotal, throttledTotal, oversizeTotal, unavailableTotal, reportersGauge)
+		legacyregistry.MustRegister(acceptedTotal, throttledTotal, oversizeTotal, reportersGauge)
 	})
 }

@@ -25,7 +25,6 @@ type Plugin struct {
 	limiter       *limiter
 	classes       *classes
 	maxEventBytes int64
-	storage       storageGate
 }
 
 var _ admission.ValidationInterface = &Plugin{}
@@ -64,9 +63,8 @@ func New(c Config) *Plugin {
 	}
 }
 
-// Validate refuses an oversize Event with 413 and, while etcd does not
-// answer, any write with 503 (see WatchStorage); then it spends the
-// reporter's and the global token for the write, or refuses it with 429 and
+// Validate refuses an oversize Event with 413; then it spends the reporter's
+// and the global token for the write, or refuses it with 429 and
 // Retry-After. Dry runs are checked for size only: they never reach etcd.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
 	if !eventResources[a.GetResource().GroupResource()] || a.GetSubresource() != "" {
@@ -87,11 +85,6 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 	if a.IsDryRun() {
 		return nil
 	}
-	if err := p.storage.unavailable(); err != nil {
-		unavailableTotal.WithLabelValues(op.String()).Inc()
-		return err
-	}
-
 	r := reporterOf(event, a.GetUserInfo())
 	class := p.classes.of(r.controller)
 	v := p.limiter.allow(r.key, op)

@@ -1,0 +1,226 @@
+package etcdhealth
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// probeInterval is how often etcd's health is checked, the rate the
+	// generic server's own etcd check allows itself.
+	probeInterval = time.Second
+	// failuresToClose is how many probes in a row must fail before requests
+	// are refused: one slow answer is not an outage.
+	failuresToClose = 2
+	// RetryAfterSeconds is the Retry-After of requests refused while etcd is
+	// down. client-go's REST client retries a 503 with Retry-After up to 10
+	// times, so a recorder rides out an outage of about this times 10
+	// seconds without losing the Event.
+	RetryAfterSeconds = 5
+)
+
+// Gate knows whether etcd answers, and refuses at once what needs etcd while
+// it does not. Without it a request during an outage waits for the request
+// timeout (60 s by default) in the etcd client, whose reads retry until their
+// context ends, and ends in a 504, holding an in-flight slot all that time.
+type Gate struct {
+	mu sync.Mutex
+	// cause is the last probe error while etcd is considered down, else nil.
+	cause error
+	// closed ends when the gate closes; a new one is made when it opens.
+	// Requests in flight to etcd watch it, so that they end with the
+	// outage instead of at their deadline.
+	closed      context.Context
+	closeClosed context.CancelCauseFunc
+	failures    int
+	answered    bool
+	client      *clientv3.Client
+	endpoints   []string
+	// stores are the etcd3 stores the gate guards, probed as well: a
+	// store's client redials with gRPC's backoff, up to two minutes apart,
+	// and until it has, requests through it would wait, not fail fast.
+	stores []storage.Interface
+}
+
+// NewGate returns an open gate; Run starts probing.
+func NewGate() *Gate {
+	registerMetrics()
+	g := &Gate{}
+	g.closed, g.closeClosed = context.WithCancelCause(context.Background())
+	return g
+}
+
+// errDown is the cause of a closed gate's context.
+var errDown = errors.New("etcd is not answering")
+
+// Unavailable is the error for a request that needs etcd while etcd is down,
+// or nil.
+func (g *Gate) Unavailable() error {
+	g.mu.Lock()
+	cause := g.cause
+	g.mu.Unlock()
+	if cause == nil {
+		return nil
+	}
+	return unavailableError(fmt.Sprintf("etcd is not answering (health probe: %v)", cause))
+}
+
+// unavailableError is a 503 with Retry-After: the client should come back,
+// and reads that tolerate stale data can be served now from the cache.
+func unavailableError(why string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusServiceUnavailable,
+		Reason: metav1.StatusReasonServiceUnavailable,
+		Message: fmt.Sprintf("%s: this request needs etcd, retry after %ds; lists and watches with "+
+			"resourceVersion=0, and watches already open, are served from the watch cache meanwhile",
+			why, RetryAfterSeconds),
+		Details: &metav1.StatusDetails{RetryAfterSeconds: RetryAfterSeconds},
+	}}
+}
+
+// whileOpen returns ctx, ended also when the gate closes, so that a request
+// waiting on etcd ends with the outage; stop releases it.
+func (g *Gate) whileOpen(ctx context.Context) (context.Context, func()) {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	// AfterFunc on a cancelable context registers a callback, no goroutine:
+	// cheap enough for every read that reaches etcd.
+	stop := context.AfterFunc(closed, func() { cancel(errDown) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// run probes until ctx ends.
+func (g *Gate) run(ctx context.Context, check func() error, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		g.observe(check())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// observe takes one probe's result. The gate opens at a successful probe and
+// closes after failuresToClose failed ones in a row; it never closes before
+// etcd has answered once, so a slow start refuses nothing (the server is not
+// ready then anyway). Only run calls it, but requests read what it sets.
+func (g *Gate) observe(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case err == nil:
+		if g.cause != nil {
+			klog.InfoS("etcd answers again, serving requests that need it")
+			g.cause = nil
+			g.closed, g.closeClosed = context.WithCancelCause(context.Background())
+			availableGauge.Set(1)
+		}
+		if !g.answered {
+			availableGauge.Set(1)
+		}
+		g.failures, g.answered = 0, true
+	case g.answered:
+		g.failures++
+		if g.failures >= failuresToClose && g.cause == nil {
+			klog.ErrorS(err, "etcd is not answering, refusing requests that need it with 503 until it does")
+			g.cause = err
+			g.closeClosed(errDown)
+			availableGauge.Set(0)
+		}
+	}
+}
+
+// Run makes the gate follow etcd's health until ctx ends. It probes as the
+// server's /healthz etcd check does (a quorum read under the prefix), on a
+// client of its own that redials within a second, so that an outage is seen
+// whatever the stores are doing; and it asks each guarded store for the
+// current revision, so that the gate opens only once the stores' own
+// clients are back.
+func (g *Gate) Run(ctx context.Context, config storagebackend.Config) error {
+	client, err := newProbeClient(config.Transport)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.client, g.endpoints = client, config.Transport.ServerList
+	g.mu.Unlock()
+	key := path.Join("/", config.Prefix, "health")
+	timeout := config.HealthcheckTimeout
+	if timeout <= 0 {
+		timeout = storagebackend.DefaultHealthcheckTimeout
+	}
+	check := func() error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		_, err := client.Get(ctx, key)
+		if err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
+			// Denied is an answer: etcd is up, as /healthz sees it.
+			return err
+		}
+		g.mu.Lock()
+		stores := g.stores
+		g.mu.Unlock()
+		for _, s := range stores {
+			if _, err := s.GetCurrentResourceVersion(ctx); err != nil {
+				return fmt.Errorf("the storage's etcd client: %w", err)
+			}
+		}
+		return nil
+	}
+	go func() {
+		defer func() { _ = client.Close() }()
+		g.run(ctx, check, probeInterval)
+	}()
+	return nil
+}
+
+// newProbeClient dials etcd with the storage transport's endpoints and TLS
+// files, and redials quickly after a loss.
+func newProbeClient(c storagebackend.TransportConfig) (*clientv3.Client, error) {
+	var tlsConfig *tls.Config
+	if c.CertFile != "" || c.KeyFile != "" || c.TrustedCAFile != "" {
+		var err error
+		info := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.TrustedCAFile}
+		if tlsConfig, err = info.ClientConfig(); err != nil {
+			return nil, err
+		}
+	}
+	return clientv3.New(clientv3.Config{
+		Endpoints:   c.ServerList,
+		TLS:         tlsConfig,
+		DialTimeout: probeInterval,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: probeInterval},
+			MinConnectTimeout: probeInterval,
+		})},
+		// Failures are logged once, by the gate, not by every retry.
+		Logger: zap.NewNop(),
+	})
+}

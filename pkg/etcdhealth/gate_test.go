@@ -1,0 +1,81 @@
+package etcdhealth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+func TestGate(t *testing.T) {
+	down := errors.New("etcd down")
+	cases := []struct {
+		name   string
+		probes []error
+		// wantClosed is the gate's state after all probes.
+		wantClosed bool
+	}{
+		{name: "never answered: stays open", probes: []error{down, down, down}, wantClosed: false},
+		{name: "one failure is not an outage", probes: []error{nil, down}, wantClosed: false},
+		{name: "two failures close it", probes: []error{nil, down, down}, wantClosed: true},
+		{name: "an answer opens it again", probes: []error{nil, down, down, down, nil}, wantClosed: false},
+		{name: "a failure after an answer starts counting again", probes: []error{nil, down, down, nil, down}, wantClosed: false},
+		{name: "it closes again after reopening", probes: []error{nil, down, down, nil, down, down}, wantClosed: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGate()
+			for _, err := range tc.probes {
+				g.observe(err)
+			}
+			err := g.Unavailable()
+			if (err != nil) != tc.wantClosed {
+				t.Fatalf("Unavailable() = %v, want closed %v", err, tc.wantClosed)
+			}
+			if err != nil {
+				status := err.(apierrors.APIStatus).Status()
+				if status.Code != http.StatusServiceUnavailable || status.Details.RetryAfterSeconds != RetryAfterSeconds {
+					t.Errorf("status %+v", status)
+				}
+			}
+		})
+	}
+}
+
+func TestGateEndsCallsInFlightWhenItCloses(t *testing.T) {
+	g := NewGate()
+	g.observe(nil)
+	inFlight, stop := g.whileOpen(context.Background())
+	defer stop()
+	finished, stopFinished := g.whileOpen(context.Background())
+	stopFinished()
+
+	g.observe(errors.New("down"))
+	if inFlight.Err() != nil {
+		t.Fatalf("one failed probe ended a call in flight: %v", context.Cause(inFlight))
+	}
+	g.observe(errors.New("down"))
+	// The end reaches the call from a goroutine of its own.
+	select {
+	case <-inFlight.Done():
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("a call in flight went on after the gate closed")
+	}
+	if !errors.Is(context.Cause(inFlight), errDown) {
+		t.Fatalf("call in flight when the gate closed: cause %v, want %v", context.Cause(inFlight), errDown)
+	}
+	if errors.Is(context.Cause(finished), errDown) {
+		t.Errorf("a call that had finished before the gate closed was ended by it")
+	}
+
+	g.observe(nil)
+	after, stopAfter := g.whileOpen(context.Background())
+	defer stopAfter()
+	if after.Err() != nil {
+		t.Errorf("a call after the gate opened again is ended: %v", context.Cause(after))
+	}
+}
