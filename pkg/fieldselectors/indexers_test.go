@@ -157,6 +157,33 @@ func TestIndexFields(t *testing.T) {
 	}
 }
 
+func TestWithinNamespace(t *testing.T) {
+	tests := []struct {
+		name     string
+		selector string
+		want     []string
+	}{
+		{"reporter alone: scan the namespace", "reportingComponent=kubelet", nil},
+		{"finer indexes stay", "reportingComponent=kubelet,involvedObject.uid=u", []string{"involvedObject.uid"}},
+		{"describe pod unchanged", "involvedObject.name=web-0,involvedObject.uid=u", []string{"involvedObject.uid", "involvedObject.name"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			selector, err := fields.ParseSelector(tc.selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := WithinNamespace(Matcher(labels.Everything(), selector))
+			if !reflect.DeepEqual(p.IndexFields, tc.want) {
+				t.Fatalf("IndexFields: got %q, want %q", p.IndexFields, tc.want)
+			}
+			if !p.Field.Matches(fields.Set{"reportingComponent": "kubelet", "involvedObject.uid": "u", "involvedObject.name": "web-0"}) {
+				t.Errorf("the selector itself changed: %v", p.Field)
+			}
+		})
+	}
+}
+
 func TestIndexOrder(t *testing.T) {
 	var got []string
 	for _, f := range indexed {

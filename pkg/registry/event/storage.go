@@ -4,6 +4,8 @@ import (
 	"context"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -63,14 +65,37 @@ func (r *REST) ShortNames() []string {
 	return []string{"ev"}
 }
 
-// List reads a list across all namespaces whose field selector pins one
-// namespace as a list of that namespace. k8s.io/apiserver narrows only the
-// first page of such a list to the namespace's keys, so the continue token it
-// hands out is read against the wrong prefix on the next page and items are
-// lost or repeated (kube-apiserver v1.36.3 has the same bug). Narrowing every
-// page the same way keeps paging consistent; the result is otherwise the same.
+// List is the Store's List with two changes for a list of one namespace.
+//
+// A list across all namespaces whose field selector pins one namespace is
+// read as a list of that namespace. k8s.io/apiserver narrows only the first
+// page of such a list to the namespace's keys, so the continue token it hands
+// out is read against the wrong prefix on the next page and items are lost or
+// repeated (kube-apiserver v1.36.3 has the same bug). Narrowing every page the
+// same way keeps paging consistent; the result is otherwise the same.
+//
+// A list of one namespace scans the namespace rather than use a reporter's
+// index bucket (fieldselectors.WithinNamespace).
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	return r.Store.List(withSelectedNamespace(ctx, options), options)
+	ctx = withSelectedNamespace(ctx, options)
+	if namespace, _ := genericapirequest.NamespaceFrom(ctx); namespace == "" {
+		return r.Store.List(ctx, options)
+	}
+	label, field := labels.Everything(), fields.Everything()
+	if options != nil && options.LabelSelector != nil {
+		label = options.LabelSelector
+	}
+	if options != nil && options.FieldSelector != nil {
+		field = options.FieldSelector
+	}
+	out, err := r.ListPredicate(ctx, fieldselectors.WithinNamespace(r.PredicateFunc(label, field)), options)
+	if err != nil {
+		return nil, err
+	}
+	if r.Decorator != nil {
+		r.Decorator(out)
+	}
+	return out, nil
 }
 
 func withSelectedNamespace(ctx context.Context, options *metainternalversion.ListOptions) context.Context {
