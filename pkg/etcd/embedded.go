@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
 )
 
@@ -31,6 +35,8 @@ type EmbeddedConfig struct {
 // Embedded is a running embedded etcd.
 type Embedded struct {
 	etcd *embed.Etcd
+	// closing silences what etcd reports of its own listeners closing.
+	closing *atomic.Bool
 }
 
 // peerURL is advertised but never listened on: a single member needs a peer
@@ -60,6 +66,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.WatchProgressNotifyInterval = cfg.ProgressNotifyInterval
 	ec.LogLevel = "error"
+	closing := &atomic.Bool{}
+	logger, err := newLogger(closing)
+	if err != nil {
+		return nil, err
+	}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
 	// The API server compacts etcd itself (storagebackend.DefaultCompactInterval),
 	// as kube-apiserver does, so etcd's own auto-compaction stays off.
 	ec.AutoCompactionRetention = "0"
@@ -80,7 +92,43 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	klog.InfoS("Started embedded etcd", "dataDir", cfg.DataDir, "clientURL", "http://"+e.Clients[0].Addr().String(),
 		"progressNotifyInterval", cfg.ProgressNotifyInterval)
-	return &Embedded{etcd: e}, nil
+	return &Embedded{etcd: e, closing: closing}, nil
+}
+
+// newLogger is etcd's own default logger (JSON on stderr, errors only),
+// except that once closing is set it drops the error etcd logs for each of
+// its listeners as Close stops them ("setting up serving from embedded etcd
+// failed": "mux: server closed", "http: Server closed", "use of closed
+// network connection"), which would otherwise end every clean shutdown.
+func newLogger(closing *atomic.Bool) (*zap.Logger, error) {
+	config := logutil.DefaultZapLoggerConfig
+	config.Level = zap.NewAtomicLevelAt(zap.ErrorLevel)
+	return config.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return quietOnClose{Core: c, closing: closing}
+	}))
+}
+
+// listenerStopped is the message etcd's embed.errHandler logs when a
+// listener's serve loop returns, on Close as on a real failure.
+const listenerStopped = "setting up serving from embedded etcd failed."
+
+type quietOnClose struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (q quietOnClose) With(fields []zapcore.Field) zapcore.Core {
+	return quietOnClose{Core: q.Core.With(fields), closing: q.closing}
+}
+
+func (q quietOnClose) Check(entry zapcore.Entry, checked *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if entry.Message == listenerStopped && q.closing.Load() {
+		return checked
+	}
+	if q.Enabled(entry.Level) {
+		return checked.AddCore(entry, q)
+	}
+	return checked
 }
 
 // resolvePort replaces port 0 with a free port. etcd must know its real
@@ -114,6 +162,7 @@ func (e *Embedded) Err() <-chan error {
 
 // Close stops etcd after it has flushed what it acknowledged.
 func (e *Embedded) Close() {
+	e.closing.Store(true)
 	e.etcd.Close()
 	klog.InfoS("Stopped embedded etcd")
 }
