@@ -30,9 +30,10 @@ var errNoProgressNotify = errors.New("no watch progress notification")
 // WarnWithoutProgressNotify logs a warning when the etcd behind config sends
 // no watch progress notification within timeout. Without them the watch
 // cache's resource version, and the bookmarks clients resume from, advance
-// only when an Event changes (KEP-1904), and consistent LISTs wait for the
-// cache in vain and fall back to etcd (KEP-2340). etcd's own default interval
-// is 10 minutes. It returns when the check is done or ctx ends.
+// only when an Event changes or a consistent LIST makes the cacher ask etcd
+// for progress (KEP-1904, KEP-2340), so a client that resumes after a quiet
+// spell starts from an old revision. etcd's own default interval is 10
+// minutes. It returns when the check is done or ctx ends.
 func WarnWithoutProgressNotify(ctx context.Context, config storagebackend.TransportConfig, prefix string, timeout time.Duration) {
 	servers := strings.Join(config.ServerList, ",")
 	elapsed, err := CheckProgressNotify(ctx, config, prefix, timeout)
@@ -41,7 +42,7 @@ func WarnWithoutProgressNotify(ctx context.Context, config storagebackend.Transp
 		klog.InfoS("etcd sends watch progress notifications", "etcdServers", servers, "after", elapsed)
 	case errors.Is(err, errNoProgressNotify):
 		klog.Warningf("etcd at %s sent no watch progress notification within %s: the watch cache's resource version "+
-			"and clients' bookmarks advance only when Events change, and consistent LISTs fall back to etcd. "+
+			"and clients' bookmarks advance only when Events change or a consistent LIST asks etcd for progress. "+
 			"Start etcd with --watch-progress-notify-interval=%s.", servers, timeout, RecommendedProgressNotifyInterval)
 	case ctx.Err() != nil:
 	default:
