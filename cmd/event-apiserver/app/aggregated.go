@@ -8,6 +8,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // AggregatedOptions apply with --aggregated: the server runs behind a
@@ -26,10 +27,10 @@ type AggregatedOptions struct {
 func NewAggregatedOptions() *AggregatedOptions {
 	return &AggregatedOptions{
 		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
-		Authorization: genericoptions.NewDelegatingAuthorizationOptions().
-			WithAlwaysAllowPaths("/healthz", "/readyz", "/livez").
-			WithAlwaysAllowGroups("system:masters"),
-		CoreAPI: genericoptions.NewCoreAPIOptions(),
+		// The defaults already let health checks and system:masters through
+		// without a SubjectAccessReview, as the kubelet's probes need.
+		Authorization: genericoptions.NewDelegatingAuthorizationOptions(),
+		CoreAPI:       genericoptions.NewCoreAPIOptions(),
 		// NamespaceLifecycle refuses Events in missing or terminating
 		// namespaces; the webhook and policy plugins apply the cluster's
 		// admission configuration to Events, as kube-apiserver would.
@@ -57,6 +58,23 @@ func (o *AggregatedOptions) Complete() {
 	if o.Authorization.RemoteKubeConfigFile == "" {
 		o.Authorization.RemoteKubeConfigFile = o.CoreAPI.CoreAPIKubeconfigPath
 	}
+}
+
+// aggregatedOnlyFlags lists the flags the user set that only --aggregated
+// reads: without it they would be accepted and do nothing, which hides a
+// forgotten --aggregated. Priority and fairness counts among them, since
+// its configuration lives in kube-apiserver.
+func aggregatedOnlyFlags(fss cliflag.NamedFlagSets) []string {
+	var set []string
+	fss.FlagSet("aggregated").VisitAll(func(f *pflag.Flag) {
+		if f.Changed && f.Name != "aggregated" {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if f := fss.FlagSet("features").Lookup("enable-priority-and-fairness"); f != nil && f.Changed && f.Value.String() == "true" {
+		set = append(set, "--"+f.Name)
+	}
+	return set
 }
 
 func (o *AggregatedOptions) Validate() []error {

@@ -39,6 +39,7 @@ import (
 // needs: how to point kubectl at the server.
 func NewCommand(out io.Writer) *cobra.Command {
 	o := NewOptions()
+	flagSets := o.Flags()
 	cmd := &cobra.Command{
 		Use:   "event-apiserver",
 		Short: "A Kubernetes API server for Events (core/v1 and events.k8s.io/v1)",
@@ -51,6 +52,9 @@ func NewCommand(out io.Writer) *cobra.Command {
 			return compatibility.DefaultComponentGlobalsRegistry.Set()
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if set := aggregatedOnlyFlags(flagSets); !o.Aggregated.Enabled && len(set) > 0 {
+				return fmt.Errorf("%s apply only with --aggregated", strings.Join(set, ", "))
+			}
 			if err := o.Complete(); err != nil {
 				return err
 			}
@@ -62,7 +66,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
-	for _, f := range o.Flags().FlagSets {
+	for _, f := range flagSets.FlagSets {
 		fs.AddFlagSet(f)
 	}
 	return cmd
