@@ -27,6 +27,7 @@ import (
 	cachermetrics "k8s.io/apiserver/pkg/storage/cacher/metrics"
 	"k8s.io/apiserver/pkg/storage/etcd3"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -268,21 +269,40 @@ func freeLoopbackURL(b *testing.B) url.URL {
 }
 
 func newEtcdStorage(b *testing.B, client *kubernetes.Client, codec runtime.Codec) storage.Interface {
+	s, stop := openEtcdStorage(b, client, codec)
+	b.Cleanup(stop)
+	return s
+}
+
+// openEtcdStorage is newEtcdStorage for a caller that stops the storage
+// itself, so that it and what it refers to can be collected before the
+// benchmark ends.
+func openEtcdStorage(b *testing.B, client *kubernetes.Client, codec runtime.Codec) (storage.Interface, func()) {
 	versioner := storage.APIObjectVersioner{}
 	compactor := etcd3.NewCompactor(client.Client, 0, clock.RealClock{}, nil)
-	b.Cleanup(compactor.Stop)
 	s, err := etcd3.New(client, compactor, codec, newEvent, newEventList, "/registry", resourcePrefix, eventResource,
 		identity.NewEncryptCheckTransformer(), etcd3.NewDefaultLeaseManagerConfig(), etcd3.NewDefaultDecoder(codec, versioner), versioner)
 	if err != nil {
+		compactor.Stop()
 		b.Fatal(err)
 	}
-	b.Cleanup(s.Close)
-	return s
+	return s, func() { s.Close(); compactor.Stop() }
 }
 
 // newCachedStorage mirrors k8s.io/apiserver's registry.StorageWithCacher,
 // with this package's indexes, trigger and attributes.
 func newCachedStorage(b *testing.B, etcd storage.Interface, codec runtime.Codec) storage.Interface {
+	c := startCacher(b, etcd, codec, Indexers(), GetAttrs)
+	b.Cleanup(c.Stop)
+	delegator := cacher.NewCacheDelegator(c, etcd)
+	b.Cleanup(delegator.Stop)
+	return delegator
+}
+
+// startCacher starts a cacher over etcd with the given indexes and
+// attributes and this package's trigger, and waits until its initial LIST
+// has filled it. The caller stops it.
+func startCacher(b *testing.B, etcd storage.Interface, codec runtime.Codec, indexers *cache.Indexers, attrs storage.AttrFunc) *cacher.Cacher {
 	c, err := cacher.NewCacherFromConfig(cacher.Config{
 		Storage:             etcd,
 		Versioner:           storage.APIObjectVersioner{},
@@ -292,23 +312,21 @@ func newCachedStorage(b *testing.B, etcd storage.Interface, codec runtime.Codec)
 		KeyFunc:             eventKey,
 		NewFunc:             newEvent,
 		NewListFunc:         newEventList,
-		GetAttrsFunc:        GetAttrs,
+		GetAttrsFunc:        attrs,
 		IndexerFuncs:        TriggerFuncs(),
-		Indexers:            Indexers(),
+		Indexers:            indexers,
 		Codec:               codec,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(c.Stop)
-	delegator := cacher.NewCacheDelegator(c, etcd)
-	b.Cleanup(delegator.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := c.Wait(ctx); err != nil {
+		c.Stop()
 		b.Fatal(err)
 	}
-	return delegator
+	return c
 }
 
 // load creates Events from..to-1 through the etcd3 store, a few at a time:
