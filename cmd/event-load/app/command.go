@@ -18,6 +18,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/cmd/event-load/process"
 	"github.com/eventapiserver/event-apiserver/cmd/event-load/workload"
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 // NewCommand is the root command.
@@ -229,7 +230,7 @@ func newStartupCommand() *cobra.Command {
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			p := &process.Process{Name: args[0], Path: args[0], Args: args[1:], LogPath: logPath}
+			p := &proc.Process{Name: args[0], Path: args[0], Args: args[1:], LogPath: logPath}
 			s, err := process.Launch(ctx, p, config)
 			if err != nil {
 				return err

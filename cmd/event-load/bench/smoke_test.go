@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eventapiserver/event-apiserver/cmd/event-load/workload"
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 // TestSmoke runs every workload once, at toy sizes, against event-apiserver
@@ -21,7 +21,10 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and API servers")
 	}
-	root := repoRoot(t)
+	root, err := proc.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	servers := []string{EventServer}
 	kube := filepath.Join(root, "_output", "bin", "kube-apiserver")
 	if _, err := os.Stat(kube); err == nil {
@@ -94,29 +97,6 @@ func TestSmoke(t *testing.T) {
 	}
 	if svg := res.DescribeChartSVG(); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "<polyline") {
 		t.Errorf("chart has no lines:\n%s", svg)
-	}
-}
-
-// repoRoot walks up from the package directory to the module root.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
-			line, _ := bufio.NewReader(f).ReadString('\n')
-			_ = f.Close()
-			if strings.TrimSpace(line) == "module github.com/eventapiserver/event-apiserver" {
-				return dir
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod of github.com/eventapiserver/event-apiserver above the test")
-		}
-		dir = parent
 	}
 }
 

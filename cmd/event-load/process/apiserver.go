@@ -18,6 +18,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 // Kinds of API server.
@@ -34,7 +36,7 @@ const startTimeout = 3 * time.Minute
 
 // APIServer is a running kube-apiserver or event-apiserver.
 type APIServer struct {
-	*Process
+	*proc.Process
 	// Kind is KubeAPIServer or EventAPIServer.
 	Kind string
 	// URL is https://127.0.0.1:<port>.
@@ -89,7 +91,7 @@ func StartKubeAPIServer(ctx context.Context, o KubeAPIServerOptions) (*APIServer
 	}
 	var lastErr error
 	for attempt := 1; attempt <= 3; attempt++ {
-		ports, err := FreePorts(1)
+		ports, err := proc.FreePorts(1)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +129,7 @@ func StartKubeAPIServer(ctx context.Context, o KubeAPIServerOptions) (*APIServer
 			args = append(args, "--watch-cache-sizes=events#1000")
 		}
 		args = append(args, o.ExtraArgs...)
-		s.Process = &Process{
+		s.Process = &proc.Process{
 			Name: KubeAPIServer, Path: o.Binary, Args: args,
 			LogPath: filepath.Join(o.Dir, fmt.Sprintf("kube-apiserver-%d.log", attempt)),
 		}
@@ -184,7 +186,7 @@ func StartEventAPIServer(ctx context.Context, o EventAPIServerOptions) (*APIServ
 	dataDir := filepath.Join(o.Dir, "data")
 	var lastErr error
 	for attempt := 1; attempt <= 3; attempt++ {
-		ports, err := FreePorts(1)
+		ports, err := proc.FreePorts(1)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +209,7 @@ func StartEventAPIServer(ctx context.Context, o EventAPIServerOptions) (*APIServ
 			"--profiling=true",
 		}
 		args = append(args, o.ExtraArgs...)
-		s.Process = &Process{
+		s.Process = &proc.Process{
 			Name: EventAPIServer, Path: o.Binary, Args: args,
 			LogPath: filepath.Join(o.Dir, fmt.Sprintf("event-apiserver-%d.log", attempt)),
 		}
@@ -226,7 +228,7 @@ func StartEventAPIServer(ctx context.Context, o EventAPIServerOptions) (*APIServ
 
 // Launch starts p, an API server that config reaches, and waits until it
 // answers /readyz; Startup then says how long that took.
-func Launch(ctx context.Context, p *Process, config *rest.Config) (*APIServer, error) {
+func Launch(ctx context.Context, p *proc.Process, config *rest.Config) (*APIServer, error) {
 	s := &APIServer{Process: p, URL: config.Host, config: func() (*rest.Config, error) { return config, nil }}
 	return s, s.startAndWait(ctx)
 }

@@ -2,14 +2,14 @@ package process
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 // EtcdProgressNotifyInterval is what kubeadm passes etcd
@@ -30,7 +30,7 @@ type EtcdOptions struct {
 
 // Etcd is a single-member etcd on loopback.
 type Etcd struct {
-	*Process
+	*proc.Process
 	// URL is the client URL, http://127.0.0.1:<port>.
 	URL string
 }
@@ -42,7 +42,7 @@ func StartEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 	}
 	var lastErr error
 	for attempt := 1; attempt <= 3; attempt++ {
-		ports, err := FreePorts(2)
+		ports, err := proc.FreePorts(2)
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +65,7 @@ func StartEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 			args = append(args, "--unsafe-no-fsync")
 		}
 		e := &Etcd{
-			Process: &Process{Name: "etcd", Path: o.Binary, Args: args, LogPath: filepath.Join(o.Dir, "etcd.log")},
+			Process: &proc.Process{Name: "etcd", Path: o.Binary, Args: args, LogPath: filepath.Join(o.Dir, "etcd.log")},
 			URL:     client,
 		}
 		if err := e.Start(); err != nil {
@@ -87,34 +87,14 @@ func (e *Etcd) waitHealthy(ctx context.Context, timeout time.Duration) error {
 	defer cancel()
 	client := &http.Client{Timeout: 3 * time.Second}
 	return poll(ctx, 100*time.Millisecond, e.Process, func() error {
-		resp, err := client.Get(e.URL + "/health")
-		if err != nil {
-			return err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		var h struct{ Health string }
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil || h.Health != "true" {
-			return fmt.Errorf("etcd /health: %d %s", resp.StatusCode, body)
-		}
-		return nil
+		return proc.EtcdHealth(client, e.URL)
 	})
 }
 
-// poll calls f every interval until it succeeds, ctx ends, or p exits.
-func poll(ctx context.Context, interval time.Duration, p *Process, f func() error) error {
-	var last error
-	for {
-		if !p.Running() {
-			return fmt.Errorf("%s %s\n%s", p.Name, p.Exited(), p.Tail(30))
-		}
-		if last = f(); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %w (last error: %v)\n%s", p.Name, ctx.Err(), last, p.Tail(30))
-		case <-time.After(interval):
-		}
+// poll is p.Poll that ends its error with the tail of p's log.
+func poll(ctx context.Context, interval time.Duration, p *proc.Process, f func() error) error {
+	if err := p.Poll(ctx, interval, f); err != nil {
+		return fmt.Errorf("%s not ready: %w\n%s", p.Name, err, p.Tail(30))
 	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/eventapiserver/event-apiserver/cmd/event-load/process"
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 // CeilingOptions configures Ceiling.
@@ -34,7 +35,7 @@ func Ceiling(ctx context.Context, o CeilingOptions) ([]Measurement, error) {
 	var bytes, writes int64
 	var cpu0 time.Duration
 	if o.EtcdPID != 0 {
-		cpu0, _ = process.CPUTime(o.EtcdPID)
+		cpu0, _ = proc.CPUTime(o.EtcdPID)
 	}
 	r := closedLoop(ctx, o.Clients, o.Duration, func(ctx context.Context, w, seq int) error {
 		ns, pod, node := createObject(w, seq)
@@ -58,7 +59,7 @@ func Ceiling(ctx context.Context, o CeilingOptions) ([]Measurement, error) {
 		out = append(out, Measurement{Workload: "etcd-ceiling", Metric: "value size", Unit: "bytes", Value: float64(bytes) / float64(writes), Better: Info, Count: writes})
 	}
 	if o.EtcdPID != 0 && r.ok > 0 {
-		if cpu1, err := process.CPUTime(o.EtcdPID); err == nil {
+		if cpu1, err := proc.CPUTime(o.EtcdPID); err == nil {
 			out = append(out, Measurement{Workload: "etcd-ceiling", Metric: "core/v1 create etcd CPU", Unit: "ms/event",
 				Value: float64(cpu1-cpu0) / float64(time.Millisecond) / float64(r.ok), Better: Lower, Count: r.ok})
 		}

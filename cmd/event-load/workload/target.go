@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/process"
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 // Content types a client can speak.
@@ -177,7 +177,7 @@ func (t Target) startCPU() *cpuMeter {
 func (m *cpuMeter) total() time.Duration {
 	var sum time.Duration
 	for _, pid := range m.pids {
-		if d, err := process.CPUTime(pid); err == nil {
+		if d, err := proc.CPUTime(pid); err == nil {
 			sum += d
 		}
 	}

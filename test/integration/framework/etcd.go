@@ -10,34 +10,24 @@ package framework
 // the tail of every child's log is printed.
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 const (
-	// rootModulePath is the module whose go.mod marks the repository root.
-	rootModulePath = "github.com/eventapiserver/event-apiserver"
-
 	// DefaultEtcdProgressNotifyInterval is the --watch-progress-notify-interval
 	// test etcds run with unless WithEtcdProgressNotifyInterval says otherwise:
 	// short, so that watch caches see bookmarks quickly.
@@ -46,9 +36,6 @@ const (
 	// DefaultEtcdStartTimeout bounds the wait for an etcd (or a cluster) to
 	// report healthy after a start or restart.
 	DefaultEtcdStartTimeout = 60 * time.Second
-
-	// childStopTimeout is how long Stop waits after SIGTERM before SIGKILL.
-	childStopTimeout = 30 * time.Second
 
 	// logTailLines is how many lines of a child's log are printed on failure.
 	logTailLines = 60
@@ -102,7 +89,7 @@ type Etcd struct {
 	clientURL    string
 	peerURL      string
 	startTimeout time.Duration
-	proc         *childProcess
+	proc         *proc.Process
 }
 
 // ClientURL is the http://127.0.0.1:<port> URL clients (and --etcd-servers)
@@ -120,40 +107,40 @@ func (e *Etcd) DataDir() string { return e.dataDir }
 
 // LogPath is the file the process's stdout and stderr go to (appended to
 // across restarts).
-func (e *Etcd) LogPath() string { return e.proc.logPath }
+func (e *Etcd) LogPath() string { return e.proc.LogPath }
 
 // Running reports whether the process is alive (including paused).
-func (e *Etcd) Running() bool { return e.proc.running() }
+func (e *Etcd) Running() bool { return e.proc.Running() }
 
 // Stop sends SIGTERM and waits for the process to exit (SIGKILL after 30s).
 // Stopping a stopped etcd is a no-op.
-func (e *Etcd) Stop() error { return e.report("stop", e.proc.stop(childStopTimeout)) }
+func (e *Etcd) Stop() error { return e.report("stop", e.proc.Stop()) }
 
 // Kill sends SIGKILL and waits for the process to exit. Killing a stopped
 // etcd is a no-op.
-func (e *Etcd) Kill() error { return e.report("kill", e.proc.kill()) }
+func (e *Etcd) Kill() error { return e.report("kill", e.proc.Kill()) }
 
 // Pause freezes the process with SIGSTOP, and waits until every thread has
 // stopped: its ports stay open but it answers nothing, like a hung etcd.
 // Resume undoes it.
-func (e *Etcd) Pause() error { return e.report("pause", e.proc.pause()) }
+func (e *Etcd) Pause() error { return e.report("pause", e.proc.Pause()) }
 
 // Resume continues a paused process with SIGCONT.
-func (e *Etcd) Resume() error { return e.report("resume", e.proc.resume()) }
+func (e *Etcd) Resume() error { return e.report("resume", e.proc.Resume()) }
 
 // Start starts a stopped or killed etcd again with the same data directory,
 // ports and flags, without waiting for it to become healthy (a lone member of
 // a cluster cannot be healthy until a quorum is back; see WaitHealthy).
-func (e *Etcd) Start() error { return e.report("start", e.proc.start()) }
+func (e *Etcd) Start() error { return e.report("start", e.proc.Start()) }
 
 // Restart stops the process if it is still running (SIGTERM), starts it again
 // with the same data directory, ports and flags, and waits until it is
 // healthy. For a member of a cluster this needs a quorum of running members.
 func (e *Etcd) Restart() error {
-	if err := e.proc.stop(childStopTimeout); err != nil {
+	if err := e.proc.Stop(); err != nil {
 		return e.report("restart", err)
 	}
-	if err := e.proc.start(); err != nil {
+	if err := e.proc.Start(); err != nil {
 		return e.report("restart", err)
 	}
 	return e.report("restart", e.WaitHealthy(e.startTimeout))
@@ -175,7 +162,7 @@ func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 func (e *Etcd) report(op string, err error) error {
 	if err != nil {
 		err = fmt.Errorf("etcd %s: %s: %w", e.name, op, err)
-		e.t.Errorf("%v\n%s", err, e.proc.tailForReport())
+		e.t.Errorf("%v\n%s", err, e.proc.Tail(logTailLines))
 	}
 	return err
 }
@@ -275,7 +262,7 @@ func startEtcdMembers(t testing.TB, size int, opts []EtcdOption) []*Etcd {
 }
 
 func tryStartEtcdMembers(t testing.TB, bin, base string, size int, s etcdSettings) ([]*Etcd, error) {
-	ports, err := reserveLoopbackPorts(2 * size)
+	ports, err := proc.FreePorts(2 * size)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +309,7 @@ func tryStartEtcdMembers(t testing.TB, bin, base string, size int, s etcdSetting
 		m.proc = newChildProcess(t, "etcd "+m.name, bin, args, filepath.Join(base, m.name+".log"))
 	}
 	for _, m := range members {
-		if err := m.proc.start(); err != nil {
+		if err := m.proc.Start(); err != nil {
 			stopAll(members)
 			return nil, fmt.Errorf("%s: %w", m.name, err)
 		}
@@ -330,13 +317,13 @@ func tryStartEtcdMembers(t testing.TB, bin, base string, size int, s etcdSetting
 	if err := waitEtcdHealthy(s.startTimeout, members...); err != nil {
 		stopAll(members)
 		for _, m := range members {
-			if m.proc.logContains("address already in use") {
+			if m.proc.LogContains("address already in use") {
 				return nil, fmt.Errorf("%w: %v", errAddrInUse, err)
 			}
 		}
 		var tails strings.Builder
 		for _, m := range members {
-			tails.WriteString(m.proc.tailForReport())
+			tails.WriteString(m.proc.Tail(logTailLines))
 		}
 		return nil, fmt.Errorf("%v\n%s", err, tails.String())
 	}
@@ -346,7 +333,7 @@ func tryStartEtcdMembers(t testing.TB, bin, base string, size int, s etcdSetting
 func stopAll(members []*Etcd) {
 	for _, m := range members {
 		if m.proc != nil {
-			_ = m.proc.kill()
+			_ = m.proc.Kill()
 		}
 	}
 }
@@ -361,10 +348,10 @@ func waitEtcdHealthy(timeout time.Duration, members ...*Etcd) error {
 	for {
 		var still []*Etcd
 		for _, m := range pending {
-			if !m.proc.running() {
-				return fmt.Errorf("etcd %s is not running (%s)", m.name, m.proc.exitDescription())
+			if !m.proc.Running() {
+				return fmt.Errorf("etcd %s is not running (%s)", m.name, m.proc.Exited())
 			}
-			if err := etcdHealth(client, m.clientURL); err != nil {
+			if err := proc.EtcdHealth(client, m.clientURL); err != nil {
 				lastErr = fmt.Errorf("etcd %s: %w", m.name, err)
 				still = append(still, m)
 			}
@@ -378,23 +365,6 @@ func waitEtcdHealthy(timeout time.Duration, members ...*Etcd) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func etcdHealth(client *http.Client, clientURL string) error {
-	resp, err := client.Get(clientURL + "/health")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	var h struct {
-		Health string `json:"health"`
-		Reason string `json:"reason"`
-	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil || h.Health != "true" {
-		return fmt.Errorf("/health: %d %s", resp.StatusCode, bytes.TrimSpace(body))
-	}
-	return nil
 }
 
 func newEtcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
@@ -411,7 +381,7 @@ func newEtcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 }
 
 // ---------------------------------------------------------------------------
-// Binaries and the repository root.
+// Binaries and child processes.
 
 var errAddrInUse = errors.New("address already in use")
 
@@ -427,7 +397,7 @@ var etcdBuild struct {
 func etcdBinary(t testing.TB) string {
 	t.Helper()
 	etcdBuild.once.Do(func() {
-		root, err := locateRepoRoot()
+		root, err := proc.RepoRoot()
 		if err != nil {
 			etcdBuild.err = err
 			return
@@ -451,370 +421,26 @@ func etcdBinary(t testing.TB) string {
 	return etcdBuild.path
 }
 
-// locateRepoRoot walks up from the working directory (a test's package
-// directory) to the directory whose go.mod declares rootModulePath.
-func locateRepoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; {
-		if goModDeclares(filepath.Join(dir, "go.mod"), rootModulePath) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod for module %s in %s or its parents", rootModulePath, wd)
-		}
-		dir = parent
-	}
-}
-
-func goModDeclares(path, module string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == module
-		}
-	}
-	return false
-}
-
 // outputBinary is _output/bin/<name> under the repository root.
 func outputBinary(name string) (string, error) {
-	root, err := locateRepoRoot()
+	root, err := proc.RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(root, "_output", "bin", name), nil
 }
 
-// reserveLoopbackPorts returns n distinct ports that were free on 127.0.0.1
-// a moment ago (all held open together, so they differ).
-func reserveLoopbackPorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("reserving a loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// ---------------------------------------------------------------------------
-// Child processes.
-
-// childProcess runs one binary with fixed arguments, any number of times
-// (restarts), its output appended to one log file.
-type childProcess struct {
-	t       testing.TB
-	name    string
-	path    string
-	args    []string
-	logPath string
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when the current process has been waited for
-	waitErr error
-	starts  int
-}
-
-func newChildProcess(t testing.TB, name, path string, args []string, logPath string) *childProcess {
-	p := &childProcess{t: t, name: name, path: path, args: args, logPath: logPath}
+// newChildProcess is a process that is stopped when the test ends, after
+// the tail of its log is printed if the test failed.
+func newChildProcess(t testing.TB, name, path string, args []string, logPath string) *proc.Process {
+	p := &proc.Process{Name: name, Path: path, Args: args, LogPath: logPath}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s", p.tailForReport())
+			t.Logf("%s", p.Tail(logTailLines))
 		}
-		if err := p.stop(childStopTimeout); err != nil {
+		if err := p.Stop(); err != nil {
 			t.Logf("%s: stopping at cleanup: %v", name, err)
 		}
 	})
 	return p
-}
-
-func (p *childProcess) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		select {
-		case <-p.done:
-		default:
-			return fmt.Errorf("%s is already running (pid %d)", p.name, p.cmd.Process.Pid)
-		}
-	}
-	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	p.starts++
-	fmt.Fprintf(logFile, "=== %s start #%d at %s: %s %s\n", p.name, p.starts,
-		time.Now().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	setParentDeathSignal(cmd.SysProcAttr)
-	err = onStarterThread(cmd.Start)
-	// The child has its own copy of the descriptor.
-	_ = logFile.Close()
-	if err != nil {
-		return fmt.Errorf("starting %s: %w", p.path, err)
-	}
-	done := make(chan struct{})
-	p.cmd, p.done, p.waitErr = cmd, done, nil
-	go func() {
-		err := cmd.Wait()
-		p.mu.Lock()
-		p.waitErr = err
-		p.mu.Unlock()
-		close(done)
-	}()
-	return nil
-}
-
-func (p *childProcess) current() (*exec.Cmd, chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd, p.done
-}
-
-func (p *childProcess) running() bool {
-	cmd, done := p.current()
-	if cmd == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *childProcess) exitDescription() string {
-	cmd, done := p.current()
-	if cmd == nil {
-		return "never started"
-	}
-	select {
-	case <-done:
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.waitErr != nil {
-			return "exited: " + p.waitErr.Error()
-		}
-		return "exited with status 0"
-	default:
-		return fmt.Sprintf("running, pid %d", cmd.Process.Pid)
-	}
-}
-
-func (p *childProcess) signal(sig os.Signal) error {
-	cmd, done := p.current()
-	if cmd == nil {
-		return fmt.Errorf("%s was never started", p.name)
-	}
-	select {
-	case <-done:
-		return fmt.Errorf("%s is not running (%s)", p.name, p.exitDescription())
-	default:
-	}
-	return cmd.Process.Signal(sig)
-}
-
-// pause sends SIGSTOP and waits until all threads are stopped: signal
-// delivery is asynchronous, and on a busy machine a process can go on serving
-// for a while after kill(2) returned.
-func (p *childProcess) pause() error {
-	if err := p.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	return p.waitThreadsStopped(true, 10*time.Second)
-}
-
-func (p *childProcess) resume() error {
-	if err := p.signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	return p.waitThreadsStopped(false, 10*time.Second)
-}
-
-// waitThreadsStopped waits until every thread of the process is (or, with
-// stopped false, none is) in state T, read from /proc/<pid>/task/*/stat.
-// Where /proc is not available it returns at once.
-func (p *childProcess) waitThreadsStopped(stopped bool, timeout time.Duration) error {
-	cmd, done := p.current()
-	if cmd == nil {
-		return fmt.Errorf("%s was never started", p.name)
-	}
-	taskDir := fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited (%s)", p.name, p.exitDescription())
-		default:
-		}
-		tasks, err := os.ReadDir(taskDir)
-		if err != nil {
-			return nil // no procfs: best effort
-		}
-		ok := len(tasks) > 0
-		for _, task := range tasks {
-			stat, err := os.ReadFile(filepath.Join(taskDir, task.Name(), "stat"))
-			if err != nil {
-				continue // the thread exited
-			}
-			// The state follows the parenthesised command name.
-			i := bytes.LastIndexByte(stat, ')')
-			if i < 0 || i+2 >= len(stat) {
-				continue
-			}
-			if isStopped := stat[i+2] == 'T' || stat[i+2] == 't'; isStopped != stopped {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: threads not %s after %v", p.name, map[bool]string{true: "stopped", false: "running"}[stopped], timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// stop sends SIGTERM (and SIGCONT, in case it is paused) and waits; after
-// timeout it kills. A process that is not running is left alone.
-func (p *childProcess) stop(timeout time.Duration) error {
-	cmd, done := p.current()
-	if cmd == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	select {
-	case <-done:
-		return nil
-	case <-time.After(timeout):
-	}
-	_ = cmd.Process.Kill()
-	<-done
-	return fmt.Errorf("%s did not exit within %v of SIGTERM; killed it", p.name, timeout)
-}
-
-func (p *childProcess) kill() error {
-	cmd, done := p.current()
-	if cmd == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	default:
-	}
-	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	select {
-	case <-done:
-		return nil
-	case <-time.After(childStopTimeout):
-		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, cmd.Process.Pid)
-	}
-}
-
-func (p *childProcess) logContains(s string) bool {
-	data, err := os.ReadFile(p.logPath)
-	return err == nil && bytes.Contains(data, []byte(s))
-}
-
-// tailForReport is the last lines of the log, framed for a test log.
-func (p *childProcess) tailForReport() string {
-	data, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log for %s: %v)", p.name, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
-	}
-	return fmt.Sprintf("----- last %d lines of %s (%s) -----\n%s\n----- end of %s -----",
-		len(lines), p.name, p.logPath, strings.Join(lines, "\n"), p.name)
-}
-
-// setParentDeathSignal asks the kernel to SIGKILL the child when the thread
-// that started it exits, so children do not outlive a test binary killed by
-// `go test -timeout` or a signal. Pdeathsig exists on Linux (and FreeBSD);
-// reflection keeps this file compiling elsewhere.
-func setParentDeathSignal(attr *syscall.SysProcAttr) {
-	if f := reflect.ValueOf(attr).Elem().FieldByName("Pdeathsig"); f.IsValid() && f.CanSet() &&
-		f.Type() == reflect.TypeOf(syscall.SIGKILL) {
-		f.Set(reflect.ValueOf(syscall.SIGKILL))
-	}
-}
-
-// The parent-death signal fires when the *thread* that forked the child
-// exits, and the Go runtime may retire threads. Children are therefore
-// started from one goroutine locked to its thread for the life of the test
-// binary.
-var starter struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func onStarterThread(f func() error) error {
-	starter.once.Do(func() {
-		starter.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for req := range starter.reqs {
-				req()
-			}
-		}()
-	})
-	errc := make(chan error, 1)
-	starter.reqs <- func() { errc <- f() }
-	return <-errc
-}
-
-// pollUntil calls f every interval until it returns nil, ctx ends, or stop
-// returns an error (checked first, e.g. "the process died").
-func pollUntil(ctx context.Context, interval time.Duration, stop func() error, f func() error) error {
-	var last error
-	for {
-		if err := stop(); err != nil {
-			return err
-		}
-		if last = f(); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
-		case <-time.After(interval):
-		}
-	}
 }

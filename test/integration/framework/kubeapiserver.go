@@ -33,6 +33,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 const (
@@ -133,7 +135,7 @@ type KubeAPIServer struct {
 	t            testing.TB
 	config       *rest.Config
 	startTimeout time.Duration
-	proc         *childProcess
+	proc         *proc.Process
 }
 
 // RestConfig returns a copy of a rest.Config for the admin user (bearer
@@ -152,25 +154,25 @@ func (s *KubeAPIServer) Client(t testing.TB) *kubernetes.Clientset {
 
 // LogPath is the file the process's output goes to (appended to across
 // restarts).
-func (s *KubeAPIServer) LogPath() string { return s.proc.logPath }
+func (s *KubeAPIServer) LogPath() string { return s.proc.LogPath }
 
 // Running reports whether the process is alive.
-func (s *KubeAPIServer) Running() bool { return s.proc.running() }
+func (s *KubeAPIServer) Running() bool { return s.proc.Running() }
 
 // Stop sends SIGTERM and waits for exit (SIGKILL after 30s). No-op when
 // stopped.
-func (s *KubeAPIServer) Stop() error { return s.report("stop", s.proc.stop(childStopTimeout)) }
+func (s *KubeAPIServer) Stop() error { return s.report("stop", s.proc.Stop()) }
 
 // Kill sends SIGKILL and waits for exit. No-op when stopped.
-func (s *KubeAPIServer) Kill() error { return s.report("kill", s.proc.kill()) }
+func (s *KubeAPIServer) Kill() error { return s.report("kill", s.proc.Kill()) }
 
 // Restart stops the server if it runs, starts it again with the same port,
 // certificates and flags, and waits for /readyz.
 func (s *KubeAPIServer) Restart() error {
-	if err := s.proc.stop(childStopTimeout); err != nil {
+	if err := s.proc.Stop(); err != nil {
 		return s.report("restart", err)
 	}
-	if err := s.proc.start(); err != nil {
+	if err := s.proc.Start(); err != nil {
 		return s.report("restart", err)
 	}
 	return s.report("restart", s.WaitReady(s.startTimeout))
@@ -184,12 +186,6 @@ func (s *KubeAPIServer) WaitReady(timeout time.Duration) error {
 	client, err := httpClientFor(s.config)
 	if err != nil {
 		return err
-	}
-	notRunning := func() error {
-		if !s.proc.running() {
-			return fmt.Errorf("kube-apiserver is not running (%s)", s.proc.exitDescription())
-		}
-		return nil
 	}
 	ready := func(path string) func() error {
 		return func() error {
@@ -209,10 +205,10 @@ func (s *KubeAPIServer) WaitReady(timeout time.Duration) error {
 			return nil
 		}
 	}
-	if err := pollUntil(ctx, 200*time.Millisecond, notRunning, ready("/readyz?verbose")); err != nil {
+	if err := s.proc.Poll(ctx, 200*time.Millisecond, ready("/readyz?verbose")); err != nil {
 		return fmt.Errorf("waiting for /readyz: %w", err)
 	}
-	if err := pollUntil(ctx, 100*time.Millisecond, notRunning, ready("/api/v1/namespaces/default")); err != nil {
+	if err := s.proc.Poll(ctx, 100*time.Millisecond, ready("/api/v1/namespaces/default")); err != nil {
 		return fmt.Errorf("waiting for namespace default: %w", err)
 	}
 	return nil
@@ -221,7 +217,7 @@ func (s *KubeAPIServer) WaitReady(timeout time.Duration) error {
 func (s *KubeAPIServer) report(op string, err error) error {
 	if err != nil {
 		err = fmt.Errorf("kube-apiserver: %s: %w", op, err)
-		s.t.Errorf("%v\n%s", err, s.proc.tailForReport())
+		s.t.Errorf("%v\n%s", err, s.proc.Tail(logTailLines))
 	}
 	return err
 }
@@ -278,7 +274,7 @@ var kubeSeq struct {
 }
 
 func (s *KubeAPIServer) tryStart(bin string, opts KubeAPIServerOptions, attempt int) error {
-	ports, err := reserveLoopbackPorts(1)
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -329,15 +325,15 @@ func (s *KubeAPIServer) tryStart(bin string, opts KubeAPIServerOptions, attempt 
 
 	logPath := filepath.Join(s.Dir, fmt.Sprintf("kube-apiserver-try%d.log", attempt))
 	s.proc = newChildProcess(s.t, "kube-apiserver", bin, s.Args, logPath)
-	if err := s.proc.start(); err != nil {
+	if err := s.proc.Start(); err != nil {
 		return err
 	}
 	if err := s.WaitReady(s.startTimeout); err != nil {
-		_ = s.proc.kill()
-		if s.proc.logContains("address already in use") {
+		_ = s.proc.Kill()
+		if s.proc.LogContains("address already in use") {
 			return fmt.Errorf("%w: %v", errAddrInUse, err)
 		}
-		return fmt.Errorf("%v\n%s", err, s.proc.tailForReport())
+		return fmt.Errorf("%v\n%s", err, s.proc.Tail(logTailLines))
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 )
 
 // ServerOptions configures StartServer. The zero value runs the server as a
@@ -53,7 +55,7 @@ type Server struct {
 	// EtcdURL is the embedded etcd's client URL, when EmbeddedEtcdPort was set.
 	EtcdURL string
 
-	proc    *childProcess
+	proc    *proc.Process
 	timeout time.Duration
 }
 
@@ -67,7 +69,7 @@ var serverBuild struct {
 func ServerBinary(t testing.TB) string {
 	t.Helper()
 	serverBuild.once.Do(func() {
-		root, err := locateRepoRoot()
+		root, err := proc.RepoRoot()
 		if err != nil {
 			serverBuild.err = err
 			return
@@ -96,7 +98,7 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
-	ports, err := reserveLoopbackPorts(2)
+	ports, err := proc.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,12 +140,12 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 }
 
 // RepoRoot is the checkout's root directory.
-func RepoRoot() (string, error) { return locateRepoRoot() }
+func RepoRoot() (string, error) { return proc.RepoRoot() }
 
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ports, err := reserveLoopbackPorts(1)
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func FreePort(t testing.TB) int {
 
 // Start starts a stopped server and waits until it is ready.
 func (s *Server) Start() error {
-	if err := s.proc.start(); err != nil {
+	if err := s.proc.Start(); err != nil {
 		return err
 	}
 	return s.WaitReady()
@@ -168,18 +170,13 @@ func (s *Server) CACertFile() string {
 func (s *Server) WaitReady() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	err := pollUntil(ctx, 100*time.Millisecond, func() error {
-		if !s.proc.running() {
-			return fmt.Errorf("event-apiserver exited: %s", s.proc.exitDescription())
-		}
-		return nil
-	}, func() error {
+	err := s.proc.Poll(ctx, 100*time.Millisecond, func() error {
 		var config *rest.Config
 		if s.Kubeconfig == "" {
 			// Aggregated: /readyz is always allowed, even anonymously.
 			config = &rest.Config{Host: s.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CACertFile()}}
 		} else {
-			if !s.proc.logContains("export KUBECONFIG=" + s.Kubeconfig) {
+			if !s.proc.LogContains("export KUBECONFIG=" + s.Kubeconfig) {
 				return fmt.Errorf("no kubeconfig line yet")
 			}
 			var err error
@@ -199,16 +196,16 @@ func (s *Server) WaitReady() error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("event-apiserver not ready: %w\n%s", err, s.proc.tailForReport())
+		return fmt.Errorf("event-apiserver not ready: %w\n%s", err, s.proc.Tail(logTailLines))
 	}
 	return nil
 }
 
 // Stop sends SIGTERM and waits for a clean exit.
-func (s *Server) Stop() error { return s.proc.stop(childStopTimeout) }
+func (s *Server) Stop() error { return s.proc.Stop() }
 
 // Kill sends SIGKILL.
-func (s *Server) Kill() error { return s.proc.kill() }
+func (s *Server) Kill() error { return s.proc.Kill() }
 
 // Restart stops the server and starts it again on the same port and data.
 func (s *Server) Restart() error {
@@ -219,10 +216,10 @@ func (s *Server) Restart() error {
 }
 
 // Running reports whether the process is alive.
-func (s *Server) Running() bool { return s.proc.running() }
+func (s *Server) Running() bool { return s.proc.Running() }
 
 // LogContains reports whether the server's output contains text.
-func (s *Server) LogContains(text string) bool { return s.proc.logContains(text) }
+func (s *Server) LogContains(text string) bool { return s.proc.LogContains(text) }
 
 // Config is an admin client configuration, read from the server's kubeconfig.
 func (s *Server) Config(t testing.TB) *rest.Config {

@@ -1,4 +1,6 @@
-package process
+//go:build linux || freebsd
+
+package proc
 
 import (
 	"os/exec"
@@ -8,9 +10,10 @@ import (
 )
 
 // startOrphanSafe starts cmd with a parent-death signal, so that children
-// do not outlive a load tool that is killed. The signal fires when the
-// thread that forked the child exits, so every child is forked from one
-// goroutine locked to its thread for the life of the process.
+// do not outlive a load tool or test binary that is killed (by `go test
+// -timeout`, say). The signal fires when the thread that forked the child
+// exits, and the Go runtime may retire threads, so every child is forked
+// from one goroutine locked to its thread for the life of the process.
 func startOrphanSafe(cmd *exec.Cmd) error {
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	starter.once.Do(func() {
