@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -42,45 +43,63 @@ const (
 // timeout (60 s by default) in the etcd client, whose reads retry until their
 // context ends, and ends in a 504, holding an in-flight slot all that time.
 type Gate struct {
-	mu sync.Mutex
-	// cause is the last probe error while etcd is considered down, else nil.
-	cause error
-	// closed ends when the gate closes; a new one is made when it opens.
-	// Requests in flight to etcd watch it, so that they end with the
-	// outage instead of at their deadline.
-	closed      context.Context
-	closeClosed context.CancelCauseFunc
-	failures    int
-	answered    bool
-	client      *clientv3.Client
-	endpoints   []string
+	// open is the current open period: a context that ends, with a
+	// downError as its cause, when the gate closes. A closed gate's is
+	// ended; opening again starts a new one. Requests read it without a
+	// lock; only the probe writes it.
+	open atomic.Pointer[openPeriod]
+
+	// The rest belongs to the probe, and to the size monitor.
+	mu        sync.Mutex
+	failures  int
+	answered  bool
+	client    *clientv3.Client
+	endpoints []string
 	// stores are the etcd3 stores the gate guards, probed as well: a
 	// store's client redials with gRPC's backoff, up to two minutes apart,
 	// and until it has, requests through it would wait, not fail fast.
 	stores []storage.Interface
 }
 
+type openPeriod struct {
+	ctx context.Context
+	end context.CancelCauseFunc
+}
+
+func newOpenPeriod() *openPeriod {
+	ctx, end := context.WithCancelCause(context.Background())
+	return &openPeriod{ctx: ctx, end: end}
+}
+
+// downError is why the gate closed: the probe's last error.
+type downError struct{ probe error }
+
+func (e downError) Error() string {
+	return fmt.Sprintf("etcd is not answering (health probe: %v)", e.probe)
+}
+
 // NewGate returns an open gate; Run starts probing.
 func NewGate() *Gate {
 	registerMetrics()
 	g := &Gate{}
-	g.closed, g.closeClosed = context.WithCancelCause(context.Background())
+	g.open.Store(newOpenPeriod())
 	return g
 }
-
-// errDown is the cause of a closed gate's context.
-var errDown = errors.New("etcd is not answering")
 
 // Unavailable is the error for a request that needs etcd while etcd is down,
 // or nil.
 func (g *Gate) Unavailable() error {
-	g.mu.Lock()
-	cause := g.cause
-	g.mu.Unlock()
-	if cause == nil {
+	return closedError(g.open.Load().ctx)
+}
+
+// closedError is the 503 for a request refused in a closed period, or nil
+// while the period is open.
+func closedError(period context.Context) error {
+	var down downError
+	if !errors.As(context.Cause(period), &down) {
 		return nil
 	}
-	return unavailableError(fmt.Sprintf("etcd is not answering (health probe: %v)", cause))
+	return unavailableError(down.Error())
 }
 
 // unavailableError is a 503 with Retry-After: the client should come back,
@@ -98,19 +117,21 @@ func unavailableError(why string) error {
 }
 
 // whileOpen returns ctx, ended also when the gate closes, so that a request
-// waiting on etcd ends with the outage; stop releases it.
-func (g *Gate) whileOpen(ctx context.Context) (context.Context, func()) {
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
+// waiting on etcd ends with the outage, or the 503 if the gate is closed
+// already; stop releases ctx.
+func (g *Gate) whileOpen(ctx context.Context) (context.Context, func(), error) {
+	period := g.open.Load().ctx
+	if err := closedError(period); err != nil {
+		return nil, nil, err
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	// AfterFunc on a cancelable context registers a callback, no goroutine:
-	// cheap enough for every read that reaches etcd.
-	stop := context.AfterFunc(closed, func() { cancel(errDown) })
+	// cheap enough for every call that reaches etcd.
+	stop := context.AfterFunc(period, func() { cancel(context.Cause(period)) })
 	return ctx, func() {
 		stop()
 		cancel(context.Canceled)
-	}
+	}, nil
 }
 
 // run probes until ctx ends.
@@ -130,28 +151,27 @@ func (g *Gate) run(ctx context.Context, check func() error, interval time.Durati
 // observe takes one probe's result. The gate opens at a successful probe and
 // closes after failuresToClose failed ones in a row; it never closes before
 // etcd has answered once, so a slow start refuses nothing (the server is not
-// ready then anyway). Only run calls it, but requests read what it sets.
+// ready then anyway). Only run calls it.
 func (g *Gate) observe(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	period := g.open.Load()
+	closed := period.ctx.Err() != nil
 	switch {
 	case err == nil:
-		if g.cause != nil {
+		if closed {
 			klog.InfoS("etcd answers again, serving requests that need it")
-			g.cause = nil
-			g.closed, g.closeClosed = context.WithCancelCause(context.Background())
-			availableGauge.Set(1)
+			g.open.Store(newOpenPeriod())
 		}
-		if !g.answered {
+		if closed || !g.answered {
 			availableGauge.Set(1)
 		}
 		g.failures, g.answered = 0, true
 	case g.answered:
 		g.failures++
-		if g.failures >= failuresToClose && g.cause == nil {
+		if g.failures >= failuresToClose && !closed {
 			klog.ErrorS(err, "etcd is not answering, refusing requests that need it with 503 until it does")
-			g.cause = err
-			g.closeClosed(errDown)
+			period.end(downError{probe: err})
 			availableGauge.Set(0)
 		}
 	}

@@ -49,9 +49,9 @@ func TestGate(t *testing.T) {
 func TestGateEndsCallsInFlightWhenItCloses(t *testing.T) {
 	g := NewGate()
 	g.observe(nil)
-	inFlight, stop := g.whileOpen(context.Background())
+	inFlight, stop := mustOpen(t, g)
 	defer stop()
-	finished, stopFinished := g.whileOpen(context.Background())
+	finished, stopFinished := mustOpen(t, g)
 	stopFinished()
 
 	g.observe(errors.New("down"))
@@ -65,17 +65,30 @@ func TestGateEndsCallsInFlightWhenItCloses(t *testing.T) {
 	case <-time.After(wait.ForeverTestTimeout):
 		t.Fatal("a call in flight went on after the gate closed")
 	}
-	if !errors.Is(context.Cause(inFlight), errDown) {
-		t.Fatalf("call in flight when the gate closed: cause %v, want %v", context.Cause(inFlight), errDown)
+	var down downError
+	if !errors.As(context.Cause(inFlight), &down) {
+		t.Fatalf("call in flight when the gate closed: cause %v, want a downError", context.Cause(inFlight))
 	}
-	if errors.Is(context.Cause(finished), errDown) {
+	if errors.As(context.Cause(finished), &down) {
 		t.Errorf("a call that had finished before the gate closed was ended by it")
+	}
+	if _, _, err := g.whileOpen(context.Background()); err == nil {
+		t.Errorf("a call while the gate is closed was let through")
 	}
 
 	g.observe(nil)
-	after, stopAfter := g.whileOpen(context.Background())
+	after, stopAfter := mustOpen(t, g)
 	defer stopAfter()
 	if after.Err() != nil {
 		t.Errorf("a call after the gate opened again is ended: %v", context.Cause(after))
 	}
+}
+
+func mustOpen(t *testing.T, g *Gate) (context.Context, func()) {
+	t.Helper()
+	ctx, stop, err := g.whileOpen(context.Background())
+	if err != nil {
+		t.Fatalf("gate closed: %v", err)
+	}
+	return ctx, stop
 }

@@ -40,17 +40,18 @@ type gatedStorage struct {
 
 // do runs call unless the gate is closed, ending it if the gate closes.
 func (s *gatedStorage) do(ctx context.Context, operation string, call func(context.Context) error) error {
-	if err := s.gate.Unavailable(); err != nil {
+	ctx, stop, err := s.gate.whileOpen(ctx)
+	if err != nil {
 		refusedTotal.WithLabelValues(operation, "closed").Inc()
 		return err
 	}
-	ctx, stop := s.gate.whileOpen(ctx)
 	defer stop()
-	err := call(ctx)
+	err = call(ctx)
 	if err == nil {
 		return nil
 	}
-	if errors.Is(context.Cause(ctx), errDown) {
+	var down downError
+	if errors.As(context.Cause(ctx), &down) {
 		refusedTotal.WithLabelValues(operation, "outage").Inc()
 		return unavailableError("etcd stopped answering while this request waited for it " +
 			"(a write may still be applied if etcd had received it)")
