@@ -67,23 +67,36 @@ func (w *faultWriter) run(ctx context.Context) {
 }
 
 func (w *faultWriter) create(name string) createOutcome {
-	// The client waits longer than the server may take, so that a hang
-	// shows as a long request, not as a client timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*faultRequestTimeout)
-	defer cancel()
 	body := coreBody(name, func(m map[string]any) {
 		m["metadata"] = map[string]any{"name": name, "namespace": "fault"}
 		m["involvedObject"] = map[string]any{"kind": "Pod", "name": name, "namespace": "fault", "apiVersion": "v1"}
 	})
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.client.baseURL+"/api/v1/namespaces/fault/events", bytes.NewReader(body))
+	o := send(w.client, http.MethodPost, "/api/v1/namespaces/fault/events", body, http.StatusCreated)
+	o.name = name
+	return o
+}
+
+// send is one request whose outcome, transport errors included, is kept
+// rather than failing the test: at the request timeout the generic server
+// (kube-apiserver's too) sometimes aborts the response instead of writing
+// its 504, when the handler has begun writing its own error as the deadline
+// passed; on HTTP/2 that is a stream reset, on HTTP/1.1 a closed
+// connection. A request that waits for a dead etcd shows as one of those.
+// The client waits longer than the server may take, so that a hang shows as
+// a long request, not as a client timeout.
+func send(c *rawClient, method, path string, body []byte, success int) createOutcome {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*faultRequestTimeout)
+	defer cancel()
+	o := createOutcome{name: path, started: time.Now()}
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, bytes.NewReader(body))
 	if err != nil {
 		panic(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+w.client.token)
-	req.Header.Set("Content-Type", contentJSON)
-	o := createOutcome{name: name, started: start}
-	resp, err := w.client.client.Do(req)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", contentJSON)
+	}
+	resp, err := c.client.Do(req)
 	if err != nil {
 		o.message = err.Error()
 	} else {
@@ -91,11 +104,11 @@ func (w *faultWriter) create(name string) createOutcome {
 		_ = resp.Body.Close()
 		o.code = resp.StatusCode
 		o.retryAfter = resp.Header.Get("Retry-After")
-		if o.code != http.StatusCreated {
+		if o.code != success {
 			o.reason, o.message = failureStatus(data)
 		}
 	}
-	o.took = time.Since(start)
+	o.took = time.Since(o.started)
 	return o
 }
 
@@ -108,37 +121,6 @@ func withoutRetries(c *rawClient) *rawClient {
 	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	return &rawClient{baseURL: c.baseURL, token: c.token, client: &http.Client{Transport: tr}}
-}
-
-// timedGet is a GET that reports transport errors instead of failing: at
-// the request timeout the generic server (kube-apiserver's too) sometimes
-// aborts the response instead of writing its 504, when the handler has
-// begun writing its own error as the deadline passed; on HTTP/2 that is a
-// stream reset, on HTTP/1.1 a closed connection. A request that waits for a
-// dead etcd shows as one of those.
-func timedGet(c *rawClient, path string) createOutcome {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*faultRequestTimeout)
-	defer cancel()
-	o := createOutcome{name: path, started: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+path, nil)
-	if err != nil {
-		panic(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.client.Do(req)
-	if err != nil {
-		o.message = err.Error()
-	} else {
-		data, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		o.code = resp.StatusCode
-		o.retryAfter = resp.Header.Get("Retry-After")
-		if o.code != http.StatusOK {
-			o.reason, o.message = failureStatus(data)
-		}
-	}
-	o.took = time.Since(o.started)
-	return o
 }
 
 // failureStatus reads a failure Status. The generic server's timeout filter
@@ -272,7 +254,7 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 		if c.method == http.MethodPost {
 			o = probe.create("probe-during-outage")
 		} else {
-			o = timedGet(oneShot, c.path)
+			o = send(oneShot, http.MethodGet, c.path, nil, http.StatusOK)
 		}
 		t.Logf("during the outage, %s: %d %s %q in %v", c.what, o.code, o.reason, o.message, o.took.Round(time.Millisecond))
 		if o.code != c.want {
