@@ -4,7 +4,6 @@ package apiserver
 
 import (
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -16,13 +15,14 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
 	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
+	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
 // ExtraConfig holds what is specific to the Event server.
 type ExtraConfig struct {
-	// EventTTL is how long an Event lives after its last write; zero keeps
-	// Events forever.
-	EventTTL time.Duration
+	// TTL says how long an Event lives after its last write: --event-ttl
+	// (zero keeps Events forever), or the first --event-ttl-rule it matches.
+	TTL *ttl.Rules
 }
 
 type Config struct {
@@ -60,7 +60,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		return nil, err
 	}
 
-	store, err := event.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, uint64(c.ExtraConfig.EventTTL.Seconds()))
+	store, err := event.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("creating Event storage: %w", err)
 	}

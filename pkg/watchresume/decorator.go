@@ -18,10 +18,15 @@ import (
 // and the watches resumed from etcd's history alike.
 type WrapEtcd func(storage.Interface) storage.Interface
 
+// NewRawStorage builds that etcd3 store: generic.NewRawStorage, or a
+// replacement with the same contract (the TTL classes' router).
+type NewRawStorage func(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object,
+	resourcePrefix string) (storage.Interface, factory.DestroyFunc, error)
+
 // StorageWithCacher builds what genericregistry.StorageWithCacher builds, a
 // cacher and its delegator over one etcd3 store, and returns it as a Storage,
 // so that watches older than the cache's history go to that etcd3 store.
-func StorageWithCacher(wrap WrapEtcd) generic.StorageDecorator {
+func StorageWithCacher(raw NewRawStorage, wrap WrapEtcd) generic.StorageDecorator {
 	return func(
 		config *storagebackend.ConfigForResource,
 		resourcePrefix string,
@@ -32,7 +37,7 @@ func StorageWithCacher(wrap WrapEtcd) generic.StorageDecorator {
 		triggerFuncs storage.IndexerFuncs,
 		indexers *cache.Indexers,
 	) (storage.Interface, factory.DestroyFunc, error) {
-		etcd, destroyEtcd, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+		etcd, destroyEtcd, err := raw(config, newFunc, newListFunc, resourcePrefix)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -73,14 +78,18 @@ func StorageWithCacher(wrap WrapEtcd) generic.StorageDecorator {
 // installs. Where it chose the watch cache for a resource, the resource gets
 // StorageWithCacher instead; where it chose none (--watch-cache=false, or a
 // zero --watch-cache-sizes entry), storage stays plain etcd, which resumes
-// from any retained revision by itself. Either way wrap wraps the etcd3
-// store.
-func NewRESTOptionsGetter(getter generic.RESTOptionsGetter, wrap WrapEtcd) generic.RESTOptionsGetter {
-	return restOptionsGetter{RESTOptionsGetter: getter, wrap: wrap}
+// from any retained revision by itself. Either way raw builds the etcd3
+// store (generic.NewRawStorage when nil) and wrap wraps it.
+func NewRESTOptionsGetter(getter generic.RESTOptionsGetter, raw NewRawStorage, wrap WrapEtcd) generic.RESTOptionsGetter {
+	if raw == nil {
+		raw = generic.NewRawStorage
+	}
+	return restOptionsGetter{RESTOptionsGetter: getter, raw: raw, wrap: wrap}
 }
 
 type restOptionsGetter struct {
 	generic.RESTOptionsGetter
+	raw  NewRawStorage
 	wrap WrapEtcd
 }
 
@@ -94,12 +103,13 @@ func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 	case isUndecorated(opts.Decorator):
 		opts.Decorator = g.undecorated
 	default:
-		opts.Decorator = StorageWithCacher(g.wrap)
+		opts.Decorator = StorageWithCacher(g.raw, g.wrap)
 	}
 	return opts, nil
 }
 
-// undecorated is generic.UndecoratedStorage with the etcd3 store wrapped.
+// undecorated is generic.UndecoratedStorage with the etcd3 store built by
+// raw and wrapped.
 func (g restOptionsGetter) undecorated(
 	config *storagebackend.ConfigForResource,
 	resourcePrefix string,
@@ -110,7 +120,7 @@ func (g restOptionsGetter) undecorated(
 	triggerFuncs storage.IndexerFuncs,
 	indexers *cache.Indexers,
 ) (storage.Interface, factory.DestroyFunc, error) {
-	etcd, destroy, err := generic.UndecoratedStorage(config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrsFunc, triggerFuncs, indexers)
+	etcd, destroy, err := g.raw(config, newFunc, newListFunc, resourcePrefix)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
 	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
 	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
+	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
 const testNamespace = "ns"
@@ -57,8 +58,8 @@ func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
 	options.EnableWatchCache = watchCache
 	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
-	getter := NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), etcdhealth.NewGate().Storage)
-	store, err := event.NewREST(apiserver.Scheme, getter, 0)
+	getter := NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, etcdhealth.NewGate().Storage)
+	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestIsUndecorated(t *testing.T) {
 	if !isUndecorated(generic.UndecoratedStorage) {
 		t.Error("UndecoratedStorage not recognised")
 	}
-	if isUndecorated(StorageWithCacher(etcdhealth.NewGate().Storage)) {
+	if isUndecorated(StorageWithCacher(generic.NewRawStorage, etcdhealth.NewGate().Storage)) {
 		t.Error("StorageWithCacher taken for UndecoratedStorage")
 	}
 }

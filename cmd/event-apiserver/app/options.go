@@ -14,6 +14,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
+	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
 const (
@@ -30,6 +31,8 @@ type Options struct {
 	DataDir string
 	// EventTTL matches kube-apiserver's --event-ttl.
 	EventTTL time.Duration
+	// EventTTLRules override EventTTL by kind of Event (--event-ttl-rule).
+	EventTTLRules []string
 
 	SecureServing *genericoptions.SecureServingOptionsWithLoopback
 	Etcd          *genericoptions.EtcdOptions
@@ -96,6 +99,13 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Directory for the embedded etcd, serving certificates, the generated admin token and kubeconfig.")
 	fs.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL,
 		"Amount of time to retain events. Zero keeps them forever.")
+	// StringArray, not StringSlice: a rule holds commas.
+	fs.StringArrayVar(&o.EventTTLRules, "event-ttl-rule", o.EventTTLRules,
+		"A TTL for the Events a rule matches, in place of --event-ttl: KEY=VALUE[,KEY=VALUE...]:DURATION, "+
+			"keys type (Normal or Warning), reason and reportingController (for old core/v1 recorders, "+
+			"source.component), all given keys must match. Repeat the flag for more rules (at most 16); the "+
+			"first that matches applies. Durations are whole seconds, at least 1s. "+
+			"E.g. --event-ttl-rule=type=Warning:24h --event-ttl-rule=reason=Pulled,reportingController=kubelet:10m.")
 
 	fs.StringSliceVar(&o.SelfSignedCertDNSNames, "self-signed-cert-dns-names", o.SelfSignedCertDNSNames,
 		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
@@ -153,6 +163,9 @@ func (o *Options) Validate() error {
 	}
 	if o.EventTTL > 0 && o.EventTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--event-ttl must be at least 1s: etcd leases count whole seconds"))
+	}
+	if _, err := ttl.Parse(o.EventTTLRules, o.EventTTL); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.ServerRun.Validate()...)

@@ -32,6 +32,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
+	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
 )
 
@@ -182,7 +183,11 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	serverConfig.AddPostStartHookOrDie("event-etcd-health-probe", func(ctx genericapiserver.PostStartHookContext) error {
 		return etcdGate.Run(ctx, o.Etcd.StorageConfig)
 	})
-	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter, etcdGate.Storage)
+	ttlRules, err := ttl.Parse(o.EventTTLRules, o.EventTTL)
+	if err != nil {
+		return nil, err
+	}
+	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter, ttlRules.NewRawStorage, etcdGate.Storage)
 	if o.Aggregated.Enabled {
 		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {
 			return nil, err
@@ -209,7 +214,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
-		ExtraConfig:   apiserver.ExtraConfig{EventTTL: o.EventTTL},
+		ExtraConfig:   apiserver.ExtraConfig{TTL: ttlRules},
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
+	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
 // REST is the one Event store. It is installed in both core/v1 and
@@ -27,18 +28,16 @@ var (
 	_ rest.StandardStorage    = &REST{}
 )
 
-// NewREST builds the store. ttlSeconds is attached to every write as an etcd
-// lease; zero means Events never expire.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlSeconds uint64) (*REST, error) {
+// NewREST builds the store. Every write is attached to an etcd lease of the
+// Event's TTL (--event-ttl, or its --event-ttl-rule); zero means never
+// expire.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRules *ttl.Rules) (*REST, error) {
 	strategy := NewStrategy(scheme)
 	store := &genericregistry.Store{
-		NewFunc:       func() runtime.Object { return &core.Event{} },
-		NewListFunc:   func() runtime.Object { return &core.EventList{} },
-		PredicateFunc: fieldselectors.Matcher,
-		// kube-apiserver restarts the full TTL on every write, creates and updates alike.
-		TTLFunc: func(runtime.Object, uint64, bool) (uint64, error) {
-			return ttlSeconds, nil
-		},
+		NewFunc:                   func() runtime.Object { return &core.Event{} },
+		NewListFunc:               func() runtime.Object { return &core.EventList{} },
+		PredicateFunc:             fieldselectors.Matcher,
+		TTLFunc:                   ttlRules.TTLFunc,
 		DefaultQualifiedResource:  core.Resource("events"),
 		SingularQualifiedResource: core.Resource("event"),
 
