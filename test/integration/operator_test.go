@@ -296,17 +296,26 @@ func TestOperatorFlags(t *testing.T) {
 	})
 
 	t.Run("bad values refused", func(t *testing.T) {
-		for _, args := range [][]string{
-			{"--logging-format=xml"},
-			{"--feature-gates=NoSuchGate=true"},
-			{"--version=maybe"},
-			{"--audit-log-maxage=-1", "--audit-log-path=" + filepath.Join(dir, "x.log")},
-		} {
-			cmd := exec.Command(bin, append(args, "--data-dir="+filepath.Join(dir, "refused"))...)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Errorf("%v: exit 0, want an error: %s", args, out)
-			}
+		tests := []struct {
+			name    string
+			args    []string
+			wantErr string
+		}{
+			{name: "logging format", args: []string{"--logging-format=xml"}, wantErr: `Unsupported log format`},
+			{name: "feature gate", args: []string{"--feature-gates=NoSuchGate=true"}, wantErr: "unrecognized feature gate: NoSuchGate"},
+			{name: "version", args: []string{"--version=maybe"}, wantErr: `invalid argument "maybe" for "--version" flag`},
+			{name: "audit", args: []string{"--audit-log-maxage=-1", "--audit-log-path=" + filepath.Join(dir, "x.log")}, wantErr: "--audit-log-maxage -1 can't be a negative number"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				// Bounded: a command line wrongly accepted would start a server.
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				out, err := exec.CommandContext(ctx, bin, append(tc.args, "--data-dir="+filepath.Join(dir, "refused"))...).CombinedOutput()
+				if err == nil || !strings.Contains(string(out), tc.wantErr) {
+					t.Errorf("%v: %v, want an error with %q: %s", tc.args, err, tc.wantErr, out)
+				}
+			})
 		}
 		if _, err := os.Stat(filepath.Join(dir, "refused")); err == nil {
 			t.Errorf("a refused command line created --data-dir")
