@@ -3,22 +3,28 @@ package integration
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/internal/image"
+	"github.com/eventapiserver/event-apiserver/internal/proc"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -27,9 +33,12 @@ import (
 // digest; the config runs the binary as nonroot; the root filesystem holds
 // the static binary, the CA bundle and passwd/group and nothing else; a
 // second build gives the same bytes. Then the binary taken out of the root
-// filesystem starts and answers /readyz anonymously. With podman installed
-// the archive is also loaded into it; running it needs a runtime this
-// sandbox lacks (crun cannot set rlimits here), so that part runs only with
+// filesystem starts and answers /readyz anonymously. Where a container
+// runtime is installed (Debian's containerd and runc; the test runs as
+// root), the archive is imported with ctr and run as a container, which
+// must serve /readyz as user 65532. With podman installed the archive is
+// also loaded into it; running it there needs crun to set rlimits, which
+// some sandboxes refuse, so podman run is tried only with
 // EVENT_APISERVER_TEST_PODMAN_RUN=1.
 func TestImage(t *testing.T) {
 	root, err := framework.RepoRoot()
@@ -141,11 +150,121 @@ func TestImage(t *testing.T) {
 	}
 	checkVersionDocument(t, anonymous.do(t, "GET", "/version", nil, nil).body, tag)
 
+	if _, err := exec.LookPath("containerd"); err == nil && os.Geteuid() == 0 {
+		runInContainerd(t, archive, ref)
+	} else {
+		t.Logf("no containerd here (or not root): ran the binary from the unpacked root filesystem only")
+	}
 	if _, err := exec.LookPath("podman"); err == nil && os.Geteuid() == 0 {
 		checkPodman(t, archive, ref)
 	} else {
 		t.Logf("no podman here (or not root): checked the unpacked root filesystem only")
 	}
+}
+
+// runInContainerd starts a private containerd, imports the archive with ctr
+// import (what kind load image-archive does) and runs the image with its
+// own entrypoint and user on the host network, the data dir on a volume.
+func runInContainerd(t *testing.T, archive, ref string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "containerd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "containerd.sock")
+	containerd := &proc.Process{
+		Name:    "containerd",
+		Path:    "containerd",
+		Args:    []string{"--root=" + filepath.Join(dir, "root"), "--state=" + filepath.Join(dir, "state"), "--address=" + socket},
+		LogPath: filepath.Join(dir, "containerd.log"),
+	}
+	if p, err := exec.LookPath("containerd"); err == nil {
+		containerd.Path = p
+	}
+	if err := containerd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s", containerd.Tail(40))
+		}
+		_ = containerd.Stop()
+	})
+	ctr := func(args ...string) (string, error) {
+		out, err := exec.Command("ctr", append([]string{"--address=" + socket, "--namespace=event-apiserver-test"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		_, err := ctr("version")
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("containerd did not answer: %v", err)
+	}
+	// The native snapshotter works wherever overlayfs mounts are refused.
+	if out, err := ctr("images", "import", "--snapshotter=native", archive); err != nil {
+		t.Fatalf("ctr images import: %v: %s", err, out)
+	}
+
+	dataDir := filepath.Join(dir, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dataDir, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	port := framework.FreePort(t)
+	const id = "event-apiserver"
+	if out, err := ctr("run", "--detach", "--net-host", "--snapshotter=native",
+		"--mount=type=bind,src="+dataDir+",dst=/data,options=rbind:rw",
+		"docker.io/library/"+ref, id,
+		"/event-apiserver", "--data-dir=/data", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port)); err != nil {
+		t.Fatalf("ctr run: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		_, _ = ctr("task", "kill", "--signal=SIGKILL", id)
+		_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			_, err := ctr("task", "delete", id)
+			return err == nil, nil
+		})
+		_, _ = ctr("containers", "delete", id)
+	})
+
+	var lastErr error
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		caFile := filepath.Join(dataDir, "certs", "apiserver.crt")
+		if _, err := os.Stat(caFile); err != nil {
+			lastErr = err
+			return false, nil
+		}
+		client, err := rest.HTTPClientFor(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}})
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		lastErr = fmt.Errorf("/readyz: %d", resp.StatusCode)
+		return resp.StatusCode == 200, nil
+	})
+	if err != nil {
+		out, _ := ctr("task", "ls")
+		t.Fatalf("the container did not become ready: %v (%v); tasks: %s", err, lastErr, out)
+	}
+	// Written by the container's process: it ran as the image's user.
+	info, err := os.Stat(filepath.Join(dataDir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); !ok || st.Uid != 65532 || st.Gid != 65532 {
+		t.Errorf("the container wrote its data as %+v, want 65532:65532", info.Sys())
+	}
+	t.Logf("containerd ran %s; /readyz answered 200", ref)
 }
 
 func buildImage(t *testing.T, root string) string {
