@@ -14,10 +14,13 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/apiserver/pkg/authorization/union"
+	authzunion "k8s.io/apiserver/pkg/authorization/union"
+
+	"github.com/eventapiserver/event-apiserver/pkg/publicinfo"
 )
 
 // AdminUser is who the generated token authenticates as. Membership of
@@ -54,9 +57,15 @@ func LoadOrCreateAdminToken(dataDir string) (string, error) {
 	return token, nil
 }
 
-// NewAuthenticator accepts only the admin token. Requests without it get
-// no user, which the server answers with 401.
+// NewAuthenticator accepts the admin token, and anonymous callers on the
+// public paths only (publicinfo). Other requests without the token get no
+// user, which the server answers with 401; a wrong token gets 401 on every
+// path, as kube-apiserver answers a token no authenticator accepts.
 func NewAuthenticator(adminToken string) authenticator.Request {
+	return union.NewFailOnError(newTokenAuthenticator(adminToken), publicinfo.NewAnonymousAuthenticator())
+}
+
+func newTokenAuthenticator(adminToken string) authenticator.Request {
 	admin := &user.DefaultInfo{
 		Name:   AdminUser,
 		Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated},
@@ -69,9 +78,10 @@ func NewAuthenticator(adminToken string) authenticator.Request {
 	}))
 }
 
-// NewAuthorizer allows system:masters everything and has no opinion on
-// anyone else, which the server treats as forbidden.
+// NewAuthorizer allows system:masters everything, everyone get on the
+// public paths, and has no opinion on anything else, which the server
+// treats as forbidden.
 func NewAuthorizer() (authorizer.Authorizer, authorizer.RuleResolver) {
 	privileged := authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
-	return privileged, union.NewRuleResolvers()
+	return authzunion.New(privileged, publicinfo.NewAuthorizer()), authzunion.NewRuleResolvers()
 }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/eventapiserver/event-apiserver/pkg/publicinfo"
 )
 
 // AggregatedOptions apply with --aggregated: the server runs behind a
@@ -27,9 +29,11 @@ type AggregatedOptions struct {
 func NewAggregatedOptions() *AggregatedOptions {
 	return &AggregatedOptions{
 		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
-		// The defaults already let health checks and system:masters through
-		// without a SubjectAccessReview, as the kubelet's probes need.
-		Authorization: genericoptions.NewDelegatingAuthorizationOptions(),
+		// The defaults let the health checks and system:masters through
+		// without a SubjectAccessReview, as the kubelet's probes need;
+		// /version and the checks' sub-paths join them, so anonymous
+		// callers see what they see standalone.
+		Authorization: genericoptions.NewDelegatingAuthorizationOptions().WithAlwaysAllowPaths(publicinfo.Paths...),
 		CoreAPI:       genericoptions.NewCoreAPIOptions(),
 		// NamespaceLifecycle refuses Events in missing or terminating
 		// namespaces; the webhook and policy plugins apply the cluster's

@@ -11,10 +11,14 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	// Registers --logging-format=json.
+	_ "k8s.io/component-base/logs/json/register"
 	netutils "k8s.io/utils/net"
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
+	"github.com/eventapiserver/event-apiserver/pkg/version"
 )
 
 const (
@@ -41,6 +45,10 @@ type Options struct {
 	Features      *genericoptions.FeatureOptions
 	Aggregated    *AggregatedOptions
 	Storm         *storm.Options
+	Audit         *genericoptions.AuditOptions
+	Logs          *logsapi.LoggingConfiguration
+	// Version is --version: print the version and quit.
+	Version version.Flag
 	// SelfSignedCertDNSNames are added to the generated serving
 	// certificate, e.g. <service>.<namespace>.svc for an APIService.
 	SelfSignedCertDNSNames []string
@@ -88,6 +96,8 @@ func NewOptions() *Options {
 		Features:   features,
 		Aggregated: NewAggregatedOptions(),
 		Storm:      storm.NewOptions(),
+		Audit:      genericoptions.NewAuditOptions(),
+		Logs:       logsapi.NewLoggingConfiguration(),
 	}
 }
 
@@ -118,6 +128,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Features.AddFlags(fss.FlagSet("features"))
 	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
 	o.Storm.AddFlags(fss.FlagSet("event storms"))
+	o.Audit.AddFlags(fss.FlagSet("auditing"))
+	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+	o.Version.AddFlag(fss.FlagSet("global"))
 	return fss
 }
 
@@ -172,6 +185,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Features.Validate()...)
 	errs = append(errs, o.Aggregated.Validate()...)
 	errs = append(errs, o.Storm.Validate()...)
+	errs = append(errs, o.Audit.Validate()...)
 	if o.Embedded() {
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))
@@ -184,6 +198,15 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.Etcd.Validate()...)
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// writesDataDir reports whether the server writes under --data-dir: the
+// embedded etcd, the standalone admin token and kubeconfig, a generated
+// serving certificate. Aggregated, with --etcd-servers and
+// --tls-cert-file, it writes nothing, so it runs on a read-only root
+// filesystem with no volume at all.
+func (o *Options) writesDataDir() bool {
+	return o.Embedded() || !o.Aggregated.Enabled || o.SecureServing.ServerCert.CertKey.CertFile == ""
 }
 
 // servingHost is how local clients reach the secure port.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/admission"
@@ -21,8 +22,14 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	etcdmetrics "k8s.io/apiserver/pkg/storage/etcd3/metrics"
 	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/cli/globalflag"
 	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
@@ -33,8 +40,14 @@ import (
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
+	"github.com/eventapiserver/event-apiserver/pkg/version"
 	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
 )
+
+func init() {
+	// --logging-format's options are gated, as in kube-apiserver.
+	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+}
 
 // NewCommand builds the cobra command. out receives the one line a user
 // needs: how to point kubectl at the server.
@@ -53,6 +66,14 @@ func NewCommand(out io.Writer) *cobra.Command {
 			return compatibility.DefaultComponentGlobalsRegistry.Set()
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Version.Print(out, *effectiveVersion().Info()) {
+				return nil
+			}
+			// As kube-apiserver: logging takes its final form first, so
+			// everything after is logged in the chosen format.
+			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
+				return err
+			}
 			if set := aggregatedOnlyFlags(flagSets); !o.Aggregated.Enabled && len(set) > 0 {
 				return fmt.Errorf("%s apply only with --aggregated", strings.Join(set, ", "))
 			}
@@ -62,21 +83,32 @@ func NewCommand(out io.Writer) *cobra.Command {
 			if err := o.Validate(); err != nil {
 				return err
 			}
+			// As kube-apiserver: /metrics reports every gate's state
+			// (kubernetes_feature_enabled).
+			utilfeature.DefaultMutableFeatureGate.AddMetrics()
+			klog.InfoS("Starting event-apiserver", "version", version.Get().Version, "kubernetesAPI", "v"+version.KubernetesVersion)
 			return o.Run(genericapiserver.SetupSignalContext(), out)
 		},
 		Args: cobra.NoArgs,
 	}
+	// Flags libraries register globally (klog's beyond LoggingConfiguration,
+	// --help) go into the "global" set, as kube-apiserver does.
+	globalflag.AddGlobalFlags(flagSets.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	fs := cmd.Flags()
 	for _, f := range flagSets.FlagSets {
 		fs.AddFlagSet(f)
 	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, flagSets, cols)
 	return cmd
 }
 
 // Run starts etcd if embedded, then the API server, until ctx ends.
 func (o *Options) Run(ctx context.Context, out io.Writer) error {
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return fmt.Errorf("creating data dir: %w", err)
+	if o.writesDataDir() {
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+			return fmt.Errorf("creating data dir: %w", err)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -171,6 +203,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
 		return nil, err
 	}
+	if err := o.Audit.ApplyTo(&serverConfig.Config); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
 	// After ServerRun, which sets the registry's version.
 	serverConfig.EffectiveVersion = effectiveVersion()
 	storageFactory := apiserver.NewStorageFactory(o.Etcd.StorageConfig, o.Etcd.DefaultStorageMediaType)
@@ -219,26 +254,23 @@ func (o *Options) Config() (*apiserver.Config, error) {
 }
 
 // effectiveVersion reports the Kubernetes version whose libraries the server
-// is built on, so clients see the API behaviour of that release.
+// is built on, so clients see the API behaviour of that release, and this
+// build's version in gitVersion's build metadata (pkg/version).
 func effectiveVersion() basecompatibility.EffectiveVersion {
-	return apiVersion{basecompatibility.NewEffectiveVersionFromString(apiserverLibraryVersion, "", "")}
+	return apiVersion{basecompatibility.NewEffectiveVersionFromString(version.KubernetesVersion, "", "")}
 }
 
-// apiserverLibraryVersion is the k8s.io/apiserver release go.mod pins.
-const apiserverLibraryVersion = "1.36.3"
-
-// apiVersion fills /version's gitVersion when the binary was built without
-// version ldflags (go build, go run): component-base then reports
-// "v0.0.0-master+$Format:%H$", which kubectl version cannot parse. The API
-// served is that of the pinned release, so that is what /version says.
+// apiVersion fills /version's build fields from pkg/version; component-base
+// would report its own ldflags, which this binary does not set
+// ("v0.0.0-master+$Format:%H$", which kubectl version cannot parse).
 type apiVersion struct {
 	basecompatibility.EffectiveVersion
 }
 
 func (v apiVersion) Info() *apimachineryversion.Info {
 	info := v.EffectiveVersion.Info()
-	if info != nil && strings.HasPrefix(info.GitVersion, "v0.0.0-") {
-		info.GitVersion = "v" + apiserverLibraryVersion
+	if info != nil {
+		version.Get().Fill(info)
 	}
 	return info
 }

@@ -44,6 +44,14 @@ type ServerOptions struct {
 	// behind the kube-apiserver this kubeconfig reaches. Such a server
 	// writes no admin kubeconfig; readiness is checked anonymously.
 	AggregatedKubeconfig string
+	// Binary runs this event-apiserver binary instead of the one built from
+	// the checkout, e.g. the one taken out of the image.
+	Binary string
+	// ServingCertFile and ServingKeyFile are passed as --tls-cert-file and
+	// --tls-private-key-file; the certificate file must hold its CA too,
+	// since clients trust it as the CA bundle.
+	ServingCertFile string
+	ServingKeyFile  string
 }
 
 // Server is a running event-apiserver.
@@ -55,8 +63,9 @@ type Server struct {
 	// EtcdURL is the embedded etcd's client URL, when EmbeddedEtcdPort was set.
 	EtcdURL string
 
-	proc    *proc.Process
-	timeout time.Duration
+	proc       *proc.Process
+	timeout    time.Duration
+	caCertFile string
 }
 
 var serverBuild struct {
@@ -91,7 +100,10 @@ func ServerBinary(t testing.TB) string {
 // printed its kubeconfig line. It is stopped when the test ends.
 func StartServer(t testing.TB, opts ServerOptions) *Server {
 	t.Helper()
-	bin := ServerBinary(t)
+	bin := opts.Binary
+	if bin == "" {
+		bin = ServerBinary(t)
+	}
 	if opts.DataDir == "" {
 		opts.DataDir = filepath.Join(t.TempDir(), "data")
 	}
@@ -115,6 +127,11 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 		DataDir:    opts.DataDir,
 		Kubeconfig: filepath.Join(opts.DataDir, "kubeconfig"),
 		timeout:    opts.StartTimeout,
+		caCertFile: filepath.Join(opts.DataDir, "certs", "apiserver.crt"),
+	}
+	if opts.ServingCertFile != "" {
+		s.caCertFile = opts.ServingCertFile
+		args = append(args, "--tls-cert-file="+opts.ServingCertFile, "--tls-private-key-file="+opts.ServingKeyFile)
 	}
 	if opts.EtcdServers != "" {
 		args = append(args, "--etcd-servers="+opts.EtcdServers)
@@ -162,9 +179,10 @@ func (s *Server) Start() error {
 
 // CACertFile is the serving certificate bundle (leaf and self-signed CA),
 // what an APIService's caBundle or a client's CA must hold.
-func (s *Server) CACertFile() string {
-	return filepath.Join(s.DataDir, "certs", "apiserver.crt")
-}
+func (s *Server) CACertFile() string { return s.caCertFile }
+
+// LogPath is the file holding the server's stdout and stderr.
+func (s *Server) LogPath() string { return s.proc.LogPath }
 
 // WaitReady waits for /readyz and, standalone, for the kubeconfig line.
 func (s *Server) WaitReady() error {
