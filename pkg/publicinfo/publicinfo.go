@@ -4,10 +4,10 @@
 // /version/, bound to system:authenticated and system:unauthenticated), so
 // kubelet httpGet probes and scrapers need no credentials.
 //
-// Unlike that role we include the health checks' sub-paths
-// (/readyz/etcd, /livez/ping...), so a probe or an operator can ask for one
-// check; they say no more than /readyz?verbose, which the role already
-// allows. Anonymous callers stay unauthenticated everywhere else (401), as
+// Exactly that role's paths: a single check (/readyz/etcd) stays private, as
+// it is on kube-apiserver, while /readyz?verbose and /livez?exclude=etcd are
+// the same paths with a query. Anonymous callers stay unauthenticated
+// everywhere else (401), as
 // kube-apiserver's AnonymousAuthConfigurableEndpoints limit them to a path
 // list; only the aggregated server, whose authentication kube-apiserver
 // delegates, answers them 403 there as kube-apiserver does.
@@ -26,10 +26,7 @@ import (
 // Paths in the syntax of DelegatingAuthorizationOptions.AlwaysAllowPaths:
 // exact, or a prefix ending in *.
 var Paths = []string{
-	"/healthz", "/healthz/*",
-	"/livez", "/livez/*",
-	"/readyz", "/readyz/*",
-	"/version", "/version/",
+	"/healthz", "/livez", "/readyz", "/version", "/version/",
 }
 
 // IsPublic reports whether p is one of Paths.

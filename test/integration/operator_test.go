@@ -23,11 +23,11 @@ import (
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
-// publicPaths answer anonymous callers (system:public-info-viewer, plus the
-// health checks' sub-paths); privatePaths do not.
+// publicPaths answer anonymous callers (system:public-info-viewer's paths);
+// privatePaths, a single health check among them, do not.
 var (
-	publicPaths  = []string{"/healthz", "/livez", "/readyz", "/healthz/ping", "/livez/ping", "/readyz/ping", "/version", "/version/"}
-	privatePaths = []string{"/metrics", "/api", "/apis", "/api/v1/events", "/openapi/v2", "/", "/readyzz"}
+	publicPaths  = []string{"/healthz", "/livez", "/readyz", "/readyz?verbose", "/livez?exclude=etcd", "/version", "/version/"}
+	privatePaths = []string{"/metrics", "/api", "/apis", "/api/v1/events", "/openapi/v2", "/", "/readyzz", "/readyz/etcd", "/livez/ping"}
 )
 
 // TestAnonymousPublicInfoStandalone: probes and scrapers need no token for
@@ -106,7 +106,7 @@ func TestAggregatedReadOnlyDataDir(t *testing.T) {
 			t.Errorf("anonymous GET %s: %d, want 200: %.200s", path, r.code, r.body)
 		}
 	}
-	for _, path := range []string{"/metrics", "/apis/events.k8s.io/v1/events"} {
+	for _, path := range []string{"/metrics", "/readyz/etcd", "/apis/events.k8s.io/v1/events"} {
 		if r := anonymous.do(t, "GET", path, nil, nil); r.code != 403 {
 			t.Errorf("anonymous GET %s: %d, want 403 from kube-apiserver's SubjectAccessReview: %.200s", path, r.code, r.body)
 		}

@@ -31,8 +31,8 @@ func NewAggregatedOptions() *AggregatedOptions {
 		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
 		// The defaults let the health checks and system:masters through
 		// without a SubjectAccessReview, as the kubelet's probes need;
-		// /version and the checks' sub-paths join them, so anonymous
-		// callers see what they see standalone.
+		// /version joins them, so anonymous callers see what they see
+		// standalone (system:public-info-viewer's paths).
 		Authorization: genericoptions.NewDelegatingAuthorizationOptions().WithAlwaysAllowPaths(publicinfo.Paths...),
 		CoreAPI:       genericoptions.NewCoreAPIOptions(),
 		// NamespaceLifecycle refuses Events in missing or terminating
