@@ -158,6 +158,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
 	errs = append(errs, o.Aggregated.Validate()...)
+	if o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() && (o.SecureServing.ServerCert.CertKey.CertFile != "" || o.SecureServing.ServerCert.CertKey.KeyFile != "") {
+		errs = append(errs, fmt.Errorf("--serving-cert-secret and --tls-cert-file/--tls-private-key-file are two sources of the serving certificate: give one"))
+	}
 	errs = append(errs, o.Storm.Validate()...)
 	if o.Embedded() {
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {

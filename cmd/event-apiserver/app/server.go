@@ -152,7 +152,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		alternateIPs = append(alternateIPs, ip)
 	}
-	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.SelfSignedCertDNSNames, alternateIPs); err != nil {
+	if o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() {
+		// The generic secure server runs the controller and reloads the
+		// certificate whenever it changes.
+		provider, err := o.Aggregated.servingCert()
+		if err != nil {
+			return nil, err
+		}
+		o.SecureServing.ServerCert.GeneratedCert = provider
+	} else if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.SelfSignedCertDNSNames, alternateIPs); err != nil {
 		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
 
