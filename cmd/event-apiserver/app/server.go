@@ -65,6 +65,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 		},
 		Args: cobra.NoArgs,
 	}
+	cmd.AddCommand(newCertsCommand())
 	fs := cmd.Flags()
 	for _, f := range flagSets.FlagSets {
 		fs.AddFlagSet(f)
