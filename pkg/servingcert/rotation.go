@@ -36,10 +36,16 @@ type Policy struct {
 	RenewFraction float64
 }
 
-// due reports whether c has lived past the renewal point of its lifetime.
+// due reports whether c has lived past the renewal point of its lifetime,
+// counted from when it was issued: NotBefore is backdated, and with short
+// lifetimes the backdating would otherwise bring renewal forward.
 func (p Policy) due(c *x509.Certificate, now time.Time) bool {
-	lifetime := c.NotAfter.Sub(c.NotBefore)
-	return !now.Before(c.NotBefore.Add(time.Duration(float64(lifetime) * p.RenewFraction)))
+	issued := c.NotBefore
+	if c.NotAfter.Sub(issued) > backdate {
+		issued = issued.Add(backdate)
+	}
+	lifetime := c.NotAfter.Sub(issued)
+	return !now.Before(issued.Add(time.Duration(float64(lifetime) * p.RenewFraction)))
 }
 
 // decide returns the Secret data that should be stored, given what is
