@@ -114,7 +114,8 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 			root, _ := framework.RepoRoot()
 			if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(
 				"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
-				filepath.Join(root, "deploy/overlays/aggregated"), filepath.Join(root, "deploy/components", dir))), 0o600); err != nil {
+				relPath(t, overlay, filepath.Join(root, "deploy/overlays/aggregated")),
+				relPath(t, overlay, filepath.Join(root, "deploy/components", dir)))), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "kustomize", "--load-restrictor=LoadRestrictionsNone", overlay)
@@ -574,4 +575,14 @@ func servedCert(ip string) ([]byte, error) {
 		return nil, errors.New("no certificate")
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certs[0].Raw}), nil
+}
+
+// relPath is target relative to dir: kustomize refuses absolute paths.
+func relPath(t *testing.T, dir, target string) string {
+	t.Helper()
+	rel, err := filepath.Rel(dir, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }
