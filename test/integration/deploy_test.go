@@ -231,7 +231,14 @@ func TestDeployKubeletless(t *testing.T) {
 	}
 	var members []*framework.Pod
 	for i, ip := range etcdMemberIPs {
-		m, err := c.kubelet.RunPod(ctx, fmt.Sprintf("events-etcd-%d", i), deployNamespace, ip, sts.Spec.Template)
+		name := fmt.Sprintf("events-etcd-%d", i)
+		// As the StatefulSet controller: one claim per template and pod.
+		podTmpl := sts.Spec.Template.DeepCopy()
+		for _, claim := range sts.Spec.VolumeClaimTemplates {
+			podTmpl.Spec.Volumes = append(podTmpl.Spec.Volumes, corev1.Volume{Name: claim.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name + "-" + name}}})
+		}
+		m, err := c.kubelet.RunPod(ctx, name, deployNamespace, ip, *podTmpl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,12 +303,19 @@ func TestDeployKubeletless(t *testing.T) {
 		if _, err := c.client.EventsV1().Events("team-a").Create(ctx, schedulerStyleEvent("team-a", "deployed"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "get", "events.events.k8s.io", "-A")
-		if err != nil {
-			t.Fatalf("%v\n%s", err, stderr)
-		}
-		if !strings.Contains(stdout, "deployed") {
-			t.Errorf("the Event is not listed:\n%s", stdout)
+		for _, args := range [][]string{
+			{"get", "events.events.k8s.io", "-A"},
+			{"get", "events.events.k8s.io", "-A", "-o", "name"},
+		} {
+			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, args...)
+			if err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr)
+			}
+			// The table shows the regarding object, -o name the Event.
+			if !strings.Contains(stdout, "pod/web-1") && !strings.Contains(stdout, "event.events.k8s.io/deployed") {
+				t.Errorf("kubectl %s: the Event is not listed:\n%s", strings.Join(args, " "), stdout)
+			}
+			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), stdout)
 		}
 	})
 
