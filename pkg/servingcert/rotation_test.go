@@ -61,6 +61,11 @@ func TestDecide(t *testing.T) {
 		d[KeyTLSCert], d[KeyTLSKey] = leafOnly[KeyTLSCert], leafOnly[KeyTLSKey]
 	}), testPolicy)
 
+	// Lifetimes shorter than the backdating: renewal still at two thirds
+	// of the time since issue.
+	short := Policy{DNSNames: testPolicy.DNSNames, CAValidity: 10 * time.Minute, Validity: 90 * time.Second, RenewFraction: 2.0 / 3}
+	shortInitial, _ := mustDecide(t, t0, nil, short)
+
 	otherService := testPolicy
 	otherService.DNSNames = []string{"events.other.svc"}
 
@@ -86,6 +91,8 @@ func TestDecide(t *testing.T) {
 			other, _ := mustDecide(t, t0, nil, testPolicy)
 			d[KeyTLSCert], d[KeyTLSKey] = other[KeyTLSCert], other[KeyTLSKey]
 		}), wantReason: "no usable serving certificate", newLeaf: true, bundleLen: 1},
+		{name: "short leaf not due at 50s", now: t0.Add(50 * time.Second), data: shortInitial, policy: short, bundleLen: 1},
+		{name: "short leaf due at 61s", now: t0.Add(61 * time.Second), data: shortInitial, policy: short, wantReason: "serving certificate expires", newLeaf: true, bundleLen: 1},
 		{name: "CA due keeps the old CA trusted and the leaf", now: caRenewedAt, data: caRenewed, bundleLen: 2},
 		{name: "old CA dropped once expired", now: t0.Add(301 * time.Hour), data: caRenewed, wantReason: "no usable serving certificate", newLeaf: true, bundleLen: 1},
 	}

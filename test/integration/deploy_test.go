@@ -335,6 +335,12 @@ func TestDeployKubeletless(t *testing.T) {
 		}
 	})
 
+	t.Run("containers run as the securityContext says", func(t *testing.T) {
+		for _, p := range append(append([]*framework.Pod(nil), members...), c.replicas...) {
+			assertHardened(t, p)
+		}
+	})
+
 	t.Run("certificates renewed without downtime", func(t *testing.T) {
 		secrets := c.client.CoreV1().Secrets(deployNamespace)
 		first, err := secrets.Get(ctx, "event-apiserver-serving", metav1.GetOptions{})
@@ -599,4 +605,46 @@ func relPath(t *testing.T, dir, target string) string {
 		t.Fatal(err)
 	}
 	return rel
+}
+
+// assertHardened reads from /proc what the runner applied from the
+// securityContext: user 65532, no_new_privs, no capabilities, and a
+// read-only root filesystem.
+func assertHardened(t *testing.T, p *framework.Pod) {
+	t.Helper()
+	pid := p.PID()
+	if pid == 0 {
+		t.Fatalf("%s is not running", p.Name)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"Uid": "65532", "Gid": "65532", "NoNewPrivs": "1", "CapEff": "0000000000000000", "CapBnd": "0000000000000000"}
+	for _, line := range strings.Split(string(status), "\n") {
+		key, value, _ := strings.Cut(line, ":")
+		if w, ok := want[key]; ok {
+			if got := strings.Fields(value); len(got) == 0 || got[0] != w {
+				t.Errorf("%s: %s is %q, want %s", p.Name, key, strings.TrimSpace(value), w)
+			}
+			delete(want, key)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("%s: /proc status lacks %v", p.Name, want)
+	}
+	mountinfo, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 5 && fields[4] == "/" {
+			if !strings.HasPrefix(fields[5], "ro") {
+				t.Errorf("%s: root filesystem mounted %s, want ro", p.Name, fields[5])
+			}
+			return
+		}
+	}
+	t.Errorf("%s: no root mount in mountinfo", p.Name)
 }

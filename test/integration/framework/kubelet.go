@@ -503,3 +503,7 @@ func (p *Pod) LogContains(s string) bool { return p.proc.LogContains(s) }
 
 // Log is the tail of the container's output.
 func (p *Pod) Log() string { return p.proc.Tail(logTailLines) }
+
+// PID is the container's process ID (0 when stopped): the runner execs
+// through unshare, sh, env and setpriv, so it is the program's own.
+func (p *Pod) PID() int { return p.proc.PID() }
