@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -322,7 +321,7 @@ func TestDeployKubeletless(t *testing.T) {
 	t.Run("probe paths answer without credentials", func(t *testing.T) {
 		for _, p := range c.replicas {
 			for _, path := range []string{"/readyz", "/livez", "/healthz", "/livez?exclude=etcd"} {
-				code, err := anonymousGetPod(ctx, p.IP, path)
+				code, err := p.AnonymousGet(ctx, "https", 6443, path)
 				if err != nil || code != 200 {
 					t.Errorf("%s GET %s anonymously: %d %v", p.Name, path, code, err)
 				}
@@ -564,23 +563,6 @@ func fromUnstructured(t *testing.T, u *unstructured.Unstructured, into any) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
 		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
 	}
-}
-
-// anonymousGetPod asks a replica directly, with no credentials at all.
-func anonymousGetPod(ctx context.Context, ip, path string) (int, error) {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as a kubelet's prober
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+ip+":6443"+path, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode, nil
 }
 
 // servedCert is the PEM leaf certificate a replica presents.

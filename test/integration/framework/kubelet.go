@@ -438,11 +438,18 @@ func (p *Pod) Probe(ctx context.Context, liveness bool) (int, error) {
 	if scheme == "" {
 		scheme = "http"
 	}
+	return p.AnonymousGet(ctx, scheme, port, get.Path)
+}
+
+// AnonymousGet sends GET scheme://<pod IP>:port/path with no credentials
+// and no certificate verification, as the kubelet's prober does, and
+// returns the HTTP status.
+func (p *Pod) AnonymousGet(ctx context.Context, scheme string, port int, path string) (int, error) {
 	client := &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // as the kubelet's prober
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s://%s:%d%s", scheme, p.IP, port, get.Path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s://%s:%d%s", scheme, p.IP, port, path), nil)
 	if err != nil {
 		return 0, err
 	}
