@@ -55,6 +55,9 @@ func NewCommand(out io.Writer) *cobra.Command {
 			if set := aggregatedOnlyFlags(flagSets); !o.Aggregated.Enabled && len(set) > 0 {
 				return fmt.Errorf("%s apply only with --aggregated", strings.Join(set, ", "))
 			}
+			if set := o.Aggregated.ServingCert.UnusedFlags(flagSets.FlagSet("aggregated")); len(set) > 0 {
+				return fmt.Errorf("%s apply only with --serving-cert-secret", strings.Join(set, ", "))
+			}
 			if err := o.Complete(); err != nil {
 				return err
 			}
