@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/utils/ptr"
@@ -629,4 +631,64 @@ func assertHardened(t *testing.T, p *framework.Pod) {
 		}
 	}
 	t.Errorf("%s: no root mount in mountinfo", p.Name)
+}
+
+// TestDeployStandaloneKubeletless runs the standalone overlay's container as
+// a kubelet would: the server starts with its embedded etcd on the claim
+// under the hardened securityContext and serves Events with the admin token
+// it wrote there.
+func TestDeployStandaloneKubeletless(t *testing.T) {
+	ctx := context.Background()
+	hostsFile := framework.WriteHostsFile(t, map[string][]string{})
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
+	objs := splitManifests(t, renderOverlay(t, "overlays/standalone"))
+	c := &deployedCluster{kube: kube, client: kube.Client(t)}
+	c.apply(t, objs)
+	deploy := &appsv1.Deployment{}
+	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, "127.0.0.41", deploy.Spec.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token []byte
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		if !pod.Running() {
+			return false, fmt.Errorf("exited:\n%s", pod.Log())
+		}
+		token, err = os.ReadFile(filepath.Join(pod.VolumeDir("data"), "admin-token"))
+		return err == nil && pod.LogContains(`"Ready"`), nil
+	})
+	if err != nil {
+		t.Fatalf("standalone server not ready: %v\n%s", err, pod.Log())
+	}
+	config := &rest.Config{Host: "https://127.0.0.41:6443", BearerToken: strings.TrimSpace(string(token)),
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.EventsV1().Events("default").Create(ctx, schedulerStyleEvent("default", "standalone"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Events("default").Get(ctx, "standalone", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	assertHardened(t, pod)
+	t.Run("probe paths answer without credentials", func(t *testing.T) {
+		code, err := pod.Probe(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code == http.StatusUnauthorized {
+			// The install-image branch makes the health paths anonymous in
+			// standalone mode too; until it is merged, say so rather than pass.
+			t.Skip("standalone /readyz answers 401 to anonymous callers: needs the anonymous health paths change")
+		}
+		for _, liveness := range []bool{false, true} {
+			if code, err := pod.Probe(ctx, liveness); err != nil || code != http.StatusOK {
+				t.Errorf("probe (liveness %v): %d %v", liveness, code, err)
+			}
+		}
+	})
 }

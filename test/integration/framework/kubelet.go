@@ -107,7 +107,12 @@ type Pod struct {
 	Name, Namespace, IP string
 	Spec                corev1.PodSpec
 	proc                *proc.Process
+	volumes             map[string]string
 }
+
+// VolumeDir is where the runner keeps the named volume on this machine,
+// e.g. to read what the container wrote to an emptyDir or a claim.
+func (p *Pod) VolumeDir(name string) string { return p.volumes[name] }
 
 // RunPod materialises the pod's volumes, then starts its only container.
 // Secrets and ConfigMaps it mounts are waited for, as a kubelet waits.
@@ -194,7 +199,7 @@ func (k *Kubelet) RunPod(ctx context.Context, name, namespace, ip string, tmpl c
 	if err := os.WriteFile(scriptPath, []byte(script.String()), 0o700); err != nil {
 		return nil, err
 	}
-	p := &Pod{Name: name, Namespace: namespace, IP: ip, Spec: spec}
+	p := &Pod{Name: name, Namespace: namespace, IP: ip, Spec: spec, volumes: volumes}
 	p.proc = newChildProcess(k.t, "pod "+namespace+"/"+name, "unshare",
 		[]string{"--mount", "--propagation", "private", "sh", scriptPath}, filepath.Join(podDir, "log"))
 	if err := p.proc.Start(); err != nil {
