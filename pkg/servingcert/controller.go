@@ -170,6 +170,14 @@ func (c *Controller) publish(ctx context.Context, name string, bundle []*x509.Ce
 		if err != nil {
 			return err
 		}
+		if svc.Spec.Service == nil {
+			// kube-apiserver serves the group itself and routes nothing
+			// here, so there is nothing to keep trusting us; a caBundle is
+			// not even allowed on a local APIService.
+			klog.ErrorS(nil, "APIService is served by kube-apiserver itself; start kube-apiserver with --runtime-config=<group>/<version>=false",
+				"apiservice", name)
+			return nil
+		}
 		published, _ := parseCerts(svc.Spec.CABundle)
 		others := append(append([]*x509.Certificate(nil), bundle[1:]...), published...)
 		want := encodeCerts(trustBundle(c.cfg.Now(), bundle[0], others))

@@ -24,6 +24,10 @@ func TestControllersShareOneSecret(t *testing.T) {
 	client := fake.NewClientset()
 	aggregator := aggregatorfake.NewSimpleClientset(&apiregistrationv1.APIService{
 		ObjectMeta: metav1.ObjectMeta{Name: "v1.events.k8s.io"},
+		Spec:       apiregistrationv1.APIServiceSpec{Service: &apiregistrationv1.ServiceReference{Namespace: "event-apiserver", Name: "event-apiserver"}},
+	}, &apiregistrationv1.APIService{
+		// kube-apiserver's own: left alone.
+		ObjectMeta: metav1.ObjectMeta{Name: "v1.local.example.com"},
 	})
 	now := t0
 	// Leaf and CA due at about the same time, so the old leaf is still
@@ -32,7 +36,7 @@ func TestControllersShareOneSecret(t *testing.T) {
 	clock := func() time.Time { return now }
 	newReplica := func() (*Controller, *countingListener) {
 		c := New(Config{
-			Client: client, APIServices: aggregator.ApiregistrationV1(), APIServiceNames: []string{"v1.events.k8s.io", "v1.missing.example.com"},
+			Client: client, APIServices: aggregator.ApiregistrationV1(), APIServiceNames: []string{"v1.events.k8s.io", "v1.missing.example.com", "v1.local.example.com"},
 			Namespace: "event-apiserver", Name: "event-apiserver-serving", Policy: policy, Resync: time.Second, Now: clock,
 		})
 		l := &countingListener{}
@@ -85,6 +89,9 @@ func TestControllersShareOneSecret(t *testing.T) {
 	}
 	if got, _ := b.CurrentCertKeyContent(); string(got) != string(renewed) {
 		t.Errorf("b does not serve the renewed certificate")
+	}
+	if local, err := aggregator.ApiregistrationV1().APIServices().Get(ctx, "v1.local.example.com", metav1.GetOptions{}); err != nil || len(local.Spec.CABundle) != 0 {
+		t.Errorf("a local APIService got a caBundle (%v)", err)
 	}
 	if lb.n.Load() != 2 {
 		t.Errorf("b's listener told %d times, want 2", lb.n.Load())
