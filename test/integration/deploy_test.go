@@ -270,8 +270,16 @@ func TestDeployKubeletless(t *testing.T) {
 		c.replicas = append(c.replicas, p)
 	}
 	endpointsCtx, stopEndpoints := context.WithCancel(ctx)
-	defer stopEndpoints()
-	go c.endpointsController(endpointsCtx, t)
+	endpointsDone := make(chan struct{})
+	go func() {
+		defer close(endpointsDone)
+		c.endpointsController(endpointsCtx, t)
+	}()
+	// Stopped before the test ends, so that it never logs after.
+	defer func() {
+		stopEndpoints()
+		<-endpointsDone
+	}()
 	for _, p := range c.replicas {
 		if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
 			t.Fatal(err)
@@ -383,6 +391,40 @@ func TestDeployKubeletless(t *testing.T) {
 		}
 	})
 
+	t.Run("kube-apiserver keeps core/v1 Events in the events etcd", func(t *testing.T) {
+		// A second kube-apiserver over the same main etcd, configured as
+		// docs/aggregated.md says: --etcd-servers-overrides with the client
+		// certificate the certs Job made. An Event written through its
+		// core/v1 API is read through events.k8s.io/v1, i.e. from
+		// event-apiserver on the events etcd.
+		client, err := c.client.CoreV1().Secrets(deployNamespace).Get(ctx, "events-etcd-client", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		files := map[string]string{}
+		for _, key := range []string{"ca.crt", "tls.crt", "tls.key"} {
+			files[key] = filepath.Join(dir, key)
+			if err := os.WriteFile(files[key], client.Data[key], 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kube2 := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
+			EtcdServers:          kube.EtcdServers,
+			EtcdServersOverrides: "/events#https://events-etcd-client." + deployNamespace + ".svc:2379",
+			HostsFile:            hostsFile,
+			ExtraFlags: []string{"--runtime-config=events.k8s.io/v1=false", "--enable-aggregator-routing=true",
+				"--etcd-cafile=" + files["ca.crt"], "--etcd-certfile=" + files["tls.crt"], "--etcd-keyfile=" + files["tls.key"]},
+		})
+		core := recorderStyleCoreEvent("team-a", "through-core")
+		if _, err := kube2.Client(t).CoreV1().Events("team-a").Create(ctx, core, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.client.EventsV1().Events("team-a").Get(ctx, "through-core", metav1.GetOptions{}); err != nil {
+			t.Fatalf("a core/v1 Event written by kube-apiserver into the events etcd is not read through events.k8s.io/v1: %v", err)
+		}
+	})
+
 	t.Run("one replica stopped, the APIService stays Available", func(t *testing.T) {
 		load := c.startLoad(ctx, t)
 		if err := c.replicas[0].Stop(); err != nil {
@@ -475,6 +517,9 @@ func (c *deployedCluster) endpointsController(ctx context.Context, t *testing.T)
 		case err == nil:
 			slice.ResourceVersion = existing.ResourceVersion
 			_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
+		}
+		if ctx.Err() != nil {
+			return true, nil
 		}
 		if err != nil {
 			t.Logf("endpoints: %v", err)
