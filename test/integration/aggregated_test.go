@@ -41,8 +41,7 @@ type aggregatedCluster struct {
 	client kubernetes.Interface
 }
 
-// The test's Service lives apart from deploy/'s, so that the manifests'
-// server-side dry run meets no object of the test's.
+// The test's Service lives apart from deploy/'s namespace.
 const (
 	aggregatedServiceNamespace = "events-e2e"
 	aggregatedServiceDNS       = "event-apiserver." + aggregatedServiceNamespace + ".svc"
@@ -299,23 +298,6 @@ func TestAggregated(t *testing.T) {
 		wantStatus := errCoreTerminating.(apierrors.APIStatus).Status()
 		wantStatus.Message = strings.Replace(wantStatus.Message, `events "late"`, `events.events.k8s.io "late"`, 1)
 		assertSameStatus(t, &apierrors.StatusError{ErrStatus: wantStatus}, errTerminating)
-	})
-
-	t.Run("deploy manifests pass server dry-run", func(t *testing.T) {
-		root, err := framework.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A server-side dry run of namespaced objects needs their namespace
-		// to exist for real, as a user applying deploy/ in order would have it.
-		c.createNamespace(t, "event-apiserver")
-		stdout, stderr, err := kubectl(t, c.kube.KubeconfigPath,
-			"apply", "--dry-run=server", "-f", filepath.Join(root, "deploy"))
-		out := stdout + stderr
-		if err != nil {
-			t.Fatalf("kubectl apply --dry-run=server -f deploy/: %v\n%s", err, out)
-		}
-		t.Logf("%s", out)
 	})
 }
 

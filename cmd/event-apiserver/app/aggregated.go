@@ -1,16 +1,23 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/klog/v2"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"github.com/eventapiserver/event-apiserver/pkg/publicinfo"
+	"github.com/eventapiserver/event-apiserver/pkg/servingcert"
 )
 
 // AggregatedOptions apply with --aggregated: the server runs behind a
@@ -24,6 +31,9 @@ type AggregatedOptions struct {
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
 	CoreAPI        *genericoptions.CoreAPIOptions
 	Admission      *genericoptions.AdmissionOptions
+	// ServingCert, when its Secret is named, replaces the serving
+	// certificate files with one shared by all replicas.
+	ServingCert *servingcert.Options
 }
 
 func NewAggregatedOptions() *AggregatedOptions {
@@ -38,7 +48,8 @@ func NewAggregatedOptions() *AggregatedOptions {
 		// NamespaceLifecycle refuses Events in missing or terminating
 		// namespaces; the webhook and policy plugins apply the cluster's
 		// admission configuration to Events, as kube-apiserver would.
-		Admission: genericoptions.NewAdmissionOptions(),
+		Admission:   genericoptions.NewAdmissionOptions(),
+		ServingCert: servingcert.NewOptions(),
 	}
 }
 
@@ -51,6 +62,7 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Authorization.AddFlags(fs)
 	o.CoreAPI.AddFlags(fs)
 	o.Admission.AddFlags(fs)
+	o.ServingCert.AddFlags(fs)
 }
 
 // Complete lets --kubeconfig serve the token and access reviews too, so one
@@ -90,6 +102,7 @@ func (o *AggregatedOptions) Validate() []error {
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.CoreAPI.Validate()...)
 	errs = append(errs, o.Admission.Validate()...)
+	errs = append(errs, o.ServingCert.Validate()...)
 	return errs
 }
 
@@ -118,4 +131,52 @@ func (o *AggregatedOptions) ApplyTo(c *genericapiserver.RecommendedConfig, featu
 		return err
 	}
 	return o.Admission.ApplyTo(&c.Config, c.SharedInformerFactory, kubeClient, dynamicClient, c.FeatureGate, c.EffectiveVersion)
+}
+
+// servingCertTimeout bounds the wait for the first shared certificate: the
+// server cannot serve without one, and a longer wait only hides missing
+// RBAC or an unreachable kube-apiserver.
+const servingCertTimeout = 2 * time.Minute
+
+// servingCert reads (or makes) the shared serving certificate from
+// kube-apiserver and returns the provider that keeps it current.
+func (o *AggregatedOptions) servingCert() (*servingcert.Controller, error) {
+	// The same kubeconfig (or in-cluster configuration) as the core API
+	// client; it is needed before the server's own config is built.
+	config, err := clientcmd.BuildConfigFromFlags("", o.CoreAPI.CoreAPIKubeconfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("kube-apiserver client for --serving-cert-secret: %w", err)
+	}
+	kubeClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	aggregator, err := aggregatorclient.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	namespace, name := o.ServingCert.SecretRef()
+	controller := servingcert.New(servingcert.Config{
+		Client:          kubeClient,
+		APIServices:     aggregator.ApiregistrationV1(),
+		APIServiceNames: o.ServingCert.APIServiceNames,
+		Namespace:       namespace,
+		Name:            name,
+		Policy:          o.ServingCert.Policy(),
+		Resync:          o.ServingCert.Resync(),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), servingCertTimeout)
+	defer cancel()
+	var lastErr error
+	err = wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		if lastErr = controller.RunOnce(ctx); lastErr != nil {
+			klog.ErrorS(lastErr, "Waiting for the shared serving certificate", "secret", o.ServingCert.Secret)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shared serving certificate %s: %w", o.ServingCert.Secret, lastErr)
+	}
+	return controller, nil
 }

@@ -184,6 +184,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
 	errs = append(errs, o.Aggregated.Validate()...)
+	if o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() && (o.SecureServing.ServerCert.CertKey.CertFile != "" || o.SecureServing.ServerCert.CertKey.KeyFile != "") {
+		errs = append(errs, fmt.Errorf("--serving-cert-secret and --tls-cert-file/--tls-private-key-file are two sources of the serving certificate: give one"))
+	}
 	errs = append(errs, o.Storm.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	if o.Embedded() {
@@ -202,11 +205,14 @@ func (o *Options) Validate() error {
 
 // writesDataDir reports whether the server writes under --data-dir: the
 // embedded etcd, the standalone admin token and kubeconfig, a generated
-// serving certificate. Aggregated, with --etcd-servers and
-// --tls-cert-file, it writes nothing, so it runs on a read-only root
-// filesystem with no volume at all.
+// serving certificate. Aggregated, with --etcd-servers and a certificate
+// from --tls-cert-file or the shared Secret, it writes nothing, so it runs
+// on a read-only root filesystem with no volume at all.
 func (o *Options) writesDataDir() bool {
-	return o.Embedded() || !o.Aggregated.Enabled || o.SecureServing.ServerCert.CertKey.CertFile == ""
+	if o.Embedded() || !o.Aggregated.Enabled {
+		return true
+	}
+	return o.SecureServing.ServerCert.CertKey.CertFile == "" && !o.Aggregated.ServingCert.Enabled()
 }
 
 // servingHost is how local clients reach the secure port.

@@ -77,6 +77,9 @@ func NewCommand(out io.Writer) *cobra.Command {
 			if set := aggregatedOnlyFlags(flagSets); !o.Aggregated.Enabled && len(set) > 0 {
 				return fmt.Errorf("%s apply only with --aggregated", strings.Join(set, ", "))
 			}
+			if set := o.Aggregated.ServingCert.UnusedFlags(flagSets.FlagSet("aggregated")); len(set) > 0 {
+				return fmt.Errorf("%s apply only with --serving-cert-secret", strings.Join(set, ", "))
+			}
 			if err := o.Complete(); err != nil {
 				return err
 			}
@@ -94,6 +97,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 	// Flags libraries register globally (klog's beyond LoggingConfiguration,
 	// --help) go into the "global" set, as kube-apiserver does.
 	globalflag.AddGlobalFlags(flagSets.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
+	cmd.AddCommand(newCertsCommand())
 	fs := cmd.Flags()
 	for _, f := range flagSets.FlagSets {
 		fs.AddFlagSet(f)
@@ -185,7 +189,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		alternateIPs = append(alternateIPs, ip)
 	}
-	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.SelfSignedCertDNSNames, alternateIPs); err != nil {
+	if o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() {
+		// The generic secure server runs the controller and reloads the
+		// certificate whenever it changes.
+		provider, err := o.Aggregated.servingCert()
+		if err != nil {
+			return nil, err
+		}
+		o.SecureServing.ServerCert.GeneratedCert = provider
+	} else if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.SelfSignedCertDNSNames, alternateIPs); err != nil {
 		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
 

@@ -444,3 +444,10 @@ func newChildProcess(t testing.TB, name, path string, args []string, logPath str
 	})
 	return p
 }
+
+// EtcdBinary is _output/bin/etcd (built first if missing or stale), for
+// tests that run etcd from rendered manifests.
+func EtcdBinary(t testing.TB) string {
+	t.Helper()
+	return etcdBinary(t)
+}

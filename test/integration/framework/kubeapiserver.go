@@ -74,6 +74,10 @@ type KubeAPIServerOptions struct {
 	// StartTimeout bounds the wait for /readyz on start and restart;
 	// default DefaultKubeAPIServerStartTimeout.
 	StartTimeout time.Duration
+	// HostsFile, when set, replaces /etc/hosts for kube-apiserver alone (a
+	// private mount namespace; needs root), so that it resolves the names
+	// a test gives pods (see WriteHostsFile).
+	HostsFile string
 }
 
 // KubeAPIServer is a running kube-apiserver. Its port, certificates, keys and
@@ -324,7 +328,13 @@ func (s *KubeAPIServer) tryStart(bin string, opts KubeAPIServerOptions, attempt 
 	s.Args = append(s.Args, opts.ExtraFlags...)
 
 	logPath := filepath.Join(s.Dir, fmt.Sprintf("kube-apiserver-try%d.log", attempt))
-	s.proc = newChildProcess(s.t, "kube-apiserver", bin, s.Args, logPath)
+	if opts.HostsFile != "" {
+		s.proc = newChildProcess(s.t, "kube-apiserver", "unshare", append([]string{
+			"--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`,
+			opts.HostsFile, bin}, s.Args...), logPath)
+	} else {
+		s.proc = newChildProcess(s.t, "kube-apiserver", bin, s.Args, logPath)
+	}
 	if err := s.proc.Start(); err != nil {
 		return err
 	}
