@@ -160,6 +160,11 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Aggregated.Validate()...)
 	errs = append(errs, o.Storm.Validate()...)
 	if o.Embedded() {
+		if o.Aggregated.Enabled {
+			// Replicas behind an APIService would each keep their own
+			// Events, and a pod restart would lose them all.
+			errs = append(errs, fmt.Errorf("--aggregated needs --etcd-servers: the embedded etcd is for a single standalone server"))
+		}
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))
 		}
