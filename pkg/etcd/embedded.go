@@ -37,6 +37,8 @@ type Embedded struct {
 	etcd *embed.Etcd
 	// closing silences what etcd reports of its own listeners closing.
 	closing *atomic.Bool
+	// failed receives etcd's fatal error, at most one.
+	failed chan error
 }
 
 // peerURL is advertised but never listened on: a single member needs a peer
@@ -92,7 +94,25 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	klog.InfoS("Started embedded etcd", "dataDir", cfg.DataDir, "clientURL", "http://"+e.Clients[0].Addr().String(),
 		"progressNotifyInterval", cfg.ProgressNotifyInterval)
-	return &Embedded{etcd: e, closing: closing}, nil
+	embedded := &Embedded{etcd: e, closing: closing, failed: make(chan error, 1)}
+	go embedded.watch()
+	return embedded, nil
+}
+
+// watch reports the first of etcd's own failures: a listener that stopped
+// serving (Err), or the server stopping while nobody asked it to (raft or
+// storage errors stop it without a word on Err). What Close causes is not
+// a failure.
+func (e *Embedded) watch() {
+	var err error
+	select {
+	case err = <-e.etcd.Err():
+	case <-e.etcd.Server.StopNotify():
+		err = fmt.Errorf("etcd server stopped")
+	}
+	if err != nil && !e.closing.Load() {
+		e.failed <- err
+	}
 }
 
 // newLogger is etcd's own default logger (JSON on stderr, errors only),
@@ -157,7 +177,7 @@ func (e *Embedded) ClientURL() string {
 
 // Err reports a fatal etcd error while it runs.
 func (e *Embedded) Err() <-chan error {
-	return e.etcd.Err()
+	return e.failed
 }
 
 // Close stops etcd after it has flushed what it acknowledged.

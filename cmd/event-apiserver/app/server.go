@@ -80,6 +80,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// fatal carries why the server stopped on its own, so that the process
+	// exits non-zero and a supervisor (Restart=on-failure) restarts it.
+	fatal := make(chan error, 1)
 	if o.Embedded() {
 		embedded, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
 			DataDir:                filepath.Join(o.DataDir, "etcd"),
@@ -102,6 +105,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 			select {
 			case err := <-embedded.Err():
 				klog.ErrorS(err, "Embedded etcd failed, shutting down")
+				fatal <- fmt.Errorf("embedded etcd failed: %w", err)
 				cancel()
 			case <-ctx.Done():
 			}
@@ -128,7 +132,13 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	go announceWhenReady(ctx, server.GenericAPIServer.LoopbackClientConfig, kubeconfig, out)
-	return prepared.RunWithContext(ctx)
+	runErr := prepared.RunWithContext(ctx)
+	select {
+	case err := <-fatal:
+		return err
+	default:
+		return runErr
+	}
 }
 
 // writeAdminKubeconfig hands the admin credentials to kubectl, trusting the
