@@ -3,6 +3,7 @@
 package etcd
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -30,6 +31,13 @@ type EmbeddedConfig struct {
 	ProgressNotifyInterval time.Duration
 	// ReadyTimeout bounds how long Start waits for etcd to serve.
 	ReadyTimeout time.Duration
+	// QuotaBackendBytes is etcd's space quota; zero means
+	// DefaultQuotaBackendBytes. Past it etcd refuses writes (NOSPACE)
+	// until reclaimSpace has freed space.
+	QuotaBackendBytes int64
+	// ReclaimInterval is how often the NOSPACE alarm is checked; zero
+	// means defaultReclaimInterval.
+	ReclaimInterval time.Duration
 }
 
 // Embedded is a running embedded etcd.
@@ -39,6 +47,8 @@ type Embedded struct {
 	closing *atomic.Bool
 	// failed receives etcd's fatal error, at most one.
 	failed chan error
+	// stopReclaim ends reclaimSpace.
+	stopReclaim context.CancelFunc
 }
 
 // peerURL is advertised but never listened on: a single member needs a peer
@@ -77,6 +87,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	// The API server compacts etcd itself (storagebackend.DefaultCompactInterval),
 	// as kube-apiserver does, so etcd's own auto-compaction stays off.
 	ec.AutoCompactionRetention = "0"
+	if cfg.QuotaBackendBytes <= 0 {
+		cfg.QuotaBackendBytes = DefaultQuotaBackendBytes
+	}
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	if cfg.ReclaimInterval <= 0 {
+		cfg.ReclaimInterval = defaultReclaimInterval
+	}
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -93,9 +110,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded etcd in %s not ready after %s", cfg.DataDir, cfg.ReadyTimeout)
 	}
 	klog.InfoS("Started embedded etcd", "dataDir", cfg.DataDir, "clientURL", "http://"+e.Clients[0].Addr().String(),
-		"progressNotifyInterval", cfg.ProgressNotifyInterval)
-	embedded := &Embedded{etcd: e, closing: closing, failed: make(chan error, 1)}
+		"progressNotifyInterval", cfg.ProgressNotifyInterval, "quotaBackendBytes", cfg.QuotaBackendBytes)
+	ctx, stop := context.WithCancel(context.Background())
+	embedded := &Embedded{etcd: e, closing: closing, failed: make(chan error, 1), stopReclaim: stop}
 	go embedded.watch()
+	go embedded.reclaimSpace(ctx, cfg.QuotaBackendBytes, cfg.ReclaimInterval)
 	return embedded, nil
 }
 
@@ -182,6 +201,7 @@ func (e *Embedded) Err() <-chan error {
 
 // Close stops etcd after it has flushed what it acknowledged.
 func (e *Embedded) Close() {
+	e.stopReclaim()
 	e.closing.Store(true)
 	e.etcd.Close()
 	klog.InfoS("Stopped embedded etcd")

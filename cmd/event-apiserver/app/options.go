@@ -14,6 +14,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
+	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
 )
 
 const (
@@ -49,6 +50,8 @@ type EmbeddedEtcdOptions struct {
 	ClientAddress          string
 	ProgressNotifyInterval time.Duration
 	ReadyTimeout           time.Duration
+	// QuotaBackendBytes is etcd's --quota-backend-bytes for the embedded etcd.
+	QuotaBackendBytes int64
 }
 
 func NewOptions() *Options {
@@ -80,6 +83,7 @@ func NewOptions() *Options {
 			ClientAddress:          "127.0.0.1:0",
 			ProgressNotifyInterval: 5 * time.Second,
 			ReadyTimeout:           time.Minute,
+			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
 		},
 		ServerRun:  serverRun,
 		Features:   features,
@@ -118,6 +122,10 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ProgressNotifyInterval, "embedded-etcd-progress-notify-interval", o.ProgressNotifyInterval,
 		"How often the embedded etcd sends watch progress notifications, which advance the watch cache and "+
 			"clients' bookmarks while no Event changes. Used only without --etcd-servers.")
+	fs.Int64Var(&o.QuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.QuotaBackendBytes,
+		"Space quota of the embedded etcd's database (etcd's --quota-backend-bytes). Past it Event writes are "+
+			"refused with 503 until expired Events are compacted away, which the server does by itself. "+
+			"Used only without --etcd-servers.")
 }
 
 // Embedded reports whether the server runs its own etcd.
@@ -164,6 +172,9 @@ func (o *Options) Validate() error {
 			// Replicas behind an APIService would each keep their own
 			// Events, and a pod restart would lose them all.
 			errs = append(errs, fmt.Errorf("--aggregated needs --etcd-servers: the embedded etcd is for a single standalone server"))
+		}
+		if o.EmbeddedEtcd.QuotaBackendBytes <= 0 {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
 		}
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))

@@ -89,6 +89,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 			ClientAddress:          o.EmbeddedEtcd.ClientAddress,
 			ProgressNotifyInterval: o.EmbeddedEtcd.ProgressNotifyInterval,
 			ReadyTimeout:           o.EmbeddedEtcd.ReadyTimeout,
+			QuotaBackendBytes:      o.EmbeddedEtcd.QuotaBackendBytes,
 		})
 		if err != nil {
 			return err
