@@ -194,6 +194,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return etcdGate.Run(ctx, o.Etcd.StorageConfig)
 	})
 	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter, etcdGate.Storage)
+	if !o.Embedded() {
+		serverConfig.AddReadyzChecks(etcdGate.SpaceCheck())
+	}
 	if o.Aggregated.Enabled {
 		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {
 			return nil, err

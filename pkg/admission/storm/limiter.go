@@ -36,24 +36,34 @@ func newBucket(l Limit, now time.Time) bucket {
 
 // take spends one token, or says how long until one is there.
 func (b *bucket) take(l Limit, now time.Time) (bool, time.Duration) {
+	return b.takeN(l, 1, now)
+}
+
+// takeN spends n tokens, or says how long until they are there. n is
+// capped at the burst, so that a write larger than the byte burst waits
+// for a full bucket rather than for ever.
+func (b *bucket) takeN(l Limit, n float64, now time.Time) (bool, time.Duration) {
 	if !l.enabled() {
 		return true, 0
 	}
+	n = math.Min(n, float64(l.Burst))
 	if elapsed := now.Sub(b.stamp); elapsed > 0 {
 		b.tokens = math.Min(float64(l.Burst), b.tokens+elapsed.Seconds()*l.QPS)
 		b.stamp = now
 	}
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.tokens >= n {
+		b.tokens -= n
 		return true, 0
 	}
-	return false, time.Duration((1 - b.tokens) / l.QPS * float64(time.Second))
+	return false, time.Duration((n - b.tokens) / l.QPS * float64(time.Second))
 }
 
 // refund gives back a token spent on a write that another bucket refused.
-func (b *bucket) refund(l Limit) {
+func (b *bucket) refund(l Limit) { b.refundN(l, 1) }
+
+func (b *bucket) refundN(l Limit, n float64) {
 	if l.enabled() {
-		b.tokens = math.Min(float64(l.Burst), b.tokens+1)
+		b.tokens = math.Min(float64(l.Burst), b.tokens+math.Min(n, float64(l.Burst)))
 	}
 }
 
@@ -80,6 +90,10 @@ type limiterConfig struct {
 	Reporter [numOperations]Limit
 	// Global bounds all Event writes together.
 	Global Limit
+	// ReporterBytes and GlobalBytes bound the bytes written (Burst and QPS
+	// count bytes), per reporter and all together: the request budgets
+	// alone let large Events fill etcd's quota.
+	ReporterBytes, GlobalBytes Limit
 	// MaxReporters bounds the reporters remembered at once; beyond it the
 	// least recently seen is forgotten (and starts again with a full
 	// bucket if it comes back).
@@ -90,6 +104,7 @@ type limiterConfig struct {
 type reporterState struct {
 	key     string
 	buckets [numOperations]bucket
+	bytes   bucket
 	seen    time.Time
 }
 
@@ -98,8 +113,10 @@ type verdict struct {
 	allowed bool
 	// retryAfter is how long until the refusing bucket has a token.
 	retryAfter time.Duration
-	// global is true when the global bucket refused.
+	// global is true when a global bucket refused.
 	global bool
+	// bytes is true when a byte bucket refused.
+	bytes bool
 	// reporters is how many reporters the limiter remembers afterwards.
 	reporters int
 }
@@ -114,9 +131,10 @@ type limiter struct {
 	idle time.Duration
 	now  func() time.Time
 
-	mu        sync.Mutex
-	global    bucket
-	reporters map[string]*list.Element
+	mu          sync.Mutex
+	global      bucket
+	globalBytes bucket
+	reporters   map[string]*list.Element
 	// lru holds *reporterState, most recently seen first.
 	lru *list.List
 }
@@ -126,42 +144,63 @@ func newLimiter(config limiterConfig, now func() time.Time) *limiter {
 	for _, l := range config.Reporter {
 		idle = max(idle, l.refillTime())
 	}
+	idle = max(idle, config.ReporterBytes.refillTime())
 	return &limiter{
-		config:    config,
-		idle:      idle,
-		now:       now,
-		global:    newBucket(config.Global, now()),
-		reporters: map[string]*list.Element{},
-		lru:       list.New(),
+		config:      config,
+		idle:        idle,
+		now:         now,
+		global:      newBucket(config.Global, now()),
+		globalBytes: newBucket(config.GlobalBytes, now()),
+		reporters:   map[string]*list.Element{},
+		lru:         list.New(),
 	}
 }
 
 // allow spends a token of the reporter's bucket for op and one of the global
-// bucket, or neither.
-func (l *limiter) allow(key string, op operation) verdict {
+// bucket, and size bytes of the reporter's and the global byte buckets, or
+// nothing.
+func (l *limiter) allow(key string, op operation, size int) verdict {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := l.take(key, op, now)
+	v := l.take(key, op, float64(size), now)
 	l.expire(now)
 	v.reporters = l.lru.Len()
 	return v
 }
 
-func (l *limiter) take(key string, op operation, now time.Time) verdict {
-	limit := l.config.Reporter[op]
+func (l *limiter) take(key string, op operation, size float64, now time.Time) verdict {
+	limit, bytesLimit := l.config.Reporter[op], l.config.ReporterBytes
 	var state *reporterState
-	if limit.enabled() {
+	if limit.enabled() || bytesLimit.enabled() {
 		state = l.touch(key, now)
+	}
+	// Each bucket that agreed is refunded if a later one refuses.
+	var refunds []func()
+	refuse := func(v verdict) verdict {
+		for _, r := range refunds {
+			r()
+		}
+		return v
+	}
+	if limit.enabled() {
 		if ok, wait := state.buckets[op].take(limit, now); !ok {
 			return verdict{retryAfter: wait}
 		}
+		refunds = append(refunds, func() { state.buckets[op].refund(limit) })
+	}
+	if bytesLimit.enabled() {
+		if ok, wait := state.bytes.takeN(bytesLimit, size, now); !ok {
+			return refuse(verdict{retryAfter: wait, bytes: true})
+		}
+		refunds = append(refunds, func() { state.bytes.refundN(bytesLimit, size) })
 	}
 	if ok, wait := l.global.take(l.config.Global, now); !ok {
-		if state != nil {
-			state.buckets[op].refund(limit)
-		}
-		return verdict{retryAfter: wait, global: true}
+		return refuse(verdict{retryAfter: wait, global: true})
+	}
+	refunds = append(refunds, func() { l.global.refund(l.config.Global) })
+	if ok, wait := l.globalBytes.takeN(l.config.GlobalBytes, size, now); !ok {
+		return refuse(verdict{retryAfter: wait, global: true, bytes: true})
 	}
 	return verdict{allowed: true}
 }
@@ -178,6 +217,7 @@ func (l *limiter) touch(key string, now time.Time) *reporterState {
 	for op, limit := range l.config.Reporter {
 		state.buckets[op] = newBucket(limit, now)
 	}
+	state.bytes = newBucket(l.config.ReporterBytes, now)
 	l.reporters[key] = l.lru.PushFront(state)
 	return state
 }

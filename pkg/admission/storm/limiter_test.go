@@ -95,7 +95,7 @@ func TestLimiter(t *testing.T) {
 			l := newLimiter(tc.config, clock.now)
 			for i, s := range tc.steps {
 				clock.step(s.advance)
-				got := l.allow(s.key, s.op)
+				got := l.allow(s.key, s.op, 1)
 				if got.allowed != s.want.allowed || got.global != s.want.global ||
 					(s.want.retryAfter != 0 && (got.retryAfter-s.want.retryAfter).Abs() > time.Millisecond) {
 					t.Errorf("step %d (%s %s): got %+v, want %+v", i, s.key, s.op, got, s.want)
@@ -113,18 +113,18 @@ func TestLimiterForgetsIdleReporters(t *testing.T) {
 		MaxReporters: 1000,
 	}, clock.now)
 	for i := range 100 {
-		l.allow(fmt.Sprintf("node-%d", i), opCreate)
+		l.allow(fmt.Sprintf("node-%d", i), opCreate, 1)
 	}
 	if got := l.size(); got != 100 {
 		t.Fatalf("remembered %d reporters, want 100", got)
 	}
 	clock.step(9 * time.Second)
-	if v := l.allow("node-0", opCreate); v.reporters != 100 {
+	if v := l.allow("node-0", opCreate, 1); v.reporters != 100 {
 		t.Errorf("after 9s: %d reporters, want all 100 (none full yet)", v.reporters)
 	}
 	clock.step(time.Second)
 	// Everyone but node-0 has been idle for 10s: full, so forgotten.
-	if v := l.allow("node-0", opCreate); v.reporters != 1 {
+	if v := l.allow("node-0", opCreate, 1); v.reporters != 1 {
 		t.Errorf("after 10s: %d reporters, want 1", v.reporters)
 	}
 }
@@ -133,16 +133,16 @@ func TestLimiterBoundsReporters(t *testing.T) {
 	clock := newFakeClock()
 	l := newLimiter(limiterConfig{Reporter: reporterLimits(limitOf(1, 1), noLimit()), MaxReporters: 3}, clock.now)
 	for _, key := range []string{"a", "b", "c", "d"} {
-		if v := l.allow(key, opCreate); !v.allowed || v.reporters > 3 {
+		if v := l.allow(key, opCreate, 1); !v.allowed || v.reporters > 3 {
 			t.Fatalf("%s: %+v", key, v)
 		}
 	}
 	// a was the least recently seen: forgotten, it starts with a full bucket.
-	if v := l.allow("a", opCreate); !v.allowed {
+	if v := l.allow("a", opCreate, 1); !v.allowed {
 		t.Errorf("a after eviction: %+v, want allowed", v)
 	}
 	// d is remembered and has no token left.
-	if v := l.allow("d", opCreate); v.allowed {
+	if v := l.allow("d", opCreate, 1); v.allowed {
 		t.Errorf("d: %+v, want refused", v)
 	}
 }
@@ -177,6 +177,80 @@ func BenchmarkLimiter(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		l.allow(keys[i%len(keys)], opCreate)
+		l.allow(keys[i%len(keys)], opCreate, 600)
+	}
+}
+
+// TestLimiterByteBudget: large Events spend the byte budgets, per reporter
+// and global, even while the request budgets have room; a refused write
+// spends nothing.
+func TestLimiterByteBudget(t *testing.T) {
+	type step struct {
+		advance time.Duration
+		key     string
+		size    int
+		want    verdict
+	}
+	ok := verdict{allowed: true}
+	cases := []struct {
+		name   string
+		config limiterConfig
+		steps  []step
+	}{
+		{
+			name: "reporter bytes",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(100, 100), noLimit()),
+				ReporterBytes: limitOf(1000, 3000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 2000, want: ok},
+				{key: "a", size: 2000, want: verdict{bytes: true, retryAfter: time.Second}},
+				// Another reporter has its own bytes.
+				{key: "b", size: 2000, want: ok},
+				{advance: time.Second, key: "a", size: 2000, want: ok},
+			},
+		},
+		{
+			name: "global bytes",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(100, 100), noLimit()),
+				GlobalBytes: limitOf(1000, 3000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 2000, want: ok},
+				{key: "b", size: 2000, want: verdict{global: true, bytes: true, retryAfter: time.Second}},
+				{advance: time.Second, key: "b", size: 2000, want: ok},
+			},
+		},
+		{
+			name:   "an Event over the burst waits for a full bucket",
+			config: limiterConfig{ReporterBytes: limitOf(1000, 3000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 5000, want: ok},
+				{key: "a", size: 1, want: verdict{bytes: true, retryAfter: time.Millisecond}},
+				{advance: 3 * time.Second, key: "a", size: 5000, want: ok},
+			},
+		},
+		{
+			name: "refused by bytes, the request token is refunded",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(0.001, 1), noLimit()),
+				GlobalBytes: limitOf(1000, 1000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 1000, want: ok},
+				{key: "b", size: 1000, want: verdict{global: true, bytes: true, retryAfter: time.Second}},
+				{advance: time.Second, key: "b", size: 1000, want: ok},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			l := newLimiter(tc.config, clock.now)
+			for i, s := range tc.steps {
+				clock.step(s.advance)
+				got := l.allow(s.key, opCreate, s.size)
+				if got.allowed != s.want.allowed || got.global != s.want.global || got.bytes != s.want.bytes ||
+					(s.want.retryAfter != 0 && (got.retryAfter-s.want.retryAfter).Abs() > time.Millisecond) {
+					t.Errorf("step %d (%s, %d bytes): got %+v, want %+v", i, s.key, s.size, got, s.want)
+				}
+			}
+		})
 	}
 }

@@ -35,6 +35,9 @@ type Config struct {
 	Create, Update Limit
 	// Global is the budget of all Event writes together.
 	Global Limit
+	// ReporterBytes and GlobalBytes are budgets of bytes written (stored
+	// size), per reporter and all together.
+	ReporterBytes, GlobalBytes Limit
 	// MaxReporters bounds the reporters remembered at once.
 	MaxReporters int
 	// MaxEventBytes bounds an Event's stored size; zero or less: no bound.
@@ -54,9 +57,11 @@ func New(c Config) *Plugin {
 	return &Plugin{
 		Handler: admission.NewHandler(admission.Create, admission.Update),
 		limiter: newLimiter(limiterConfig{
-			Reporter:     [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
-			Global:       c.Global,
-			MaxReporters: c.MaxReporters,
+			Reporter:      [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
+			Global:        c.Global,
+			ReporterBytes: c.ReporterBytes,
+			GlobalBytes:   c.GlobalBytes,
+			MaxReporters:  c.MaxReporters,
 		}, now),
 		classes:       newClasses(),
 		maxEventBytes: c.MaxEventBytes,
@@ -78,7 +83,8 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 	if a.GetOperation() == admission.Update {
 		op = opUpdate
 	}
-	if err := checkSize(event, p.maxEventBytes); err != nil {
+	size, err := checkSize(event, p.maxEventBytes)
+	if err != nil {
 		oversizeTotal.WithLabelValues(op.String()).Inc()
 		return err
 	}
@@ -87,14 +93,26 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 	}
 	r := reporterOf(event, a.GetUserInfo())
 	class := p.classes.of(r.controller)
-	v := p.limiter.allow(r.key, op)
+	v := p.limiter.allow(r.key, op, size)
 	reportersGauge.Set(float64(v.reporters))
 	if v.allowed {
 		acceptedTotal.WithLabelValues(op.String(), class).Inc()
 		return nil
 	}
 	seconds := retryAfterSeconds(v.retryAfter)
-	if v.global {
+	switch {
+	case v.global && v.bytes:
+		throttledTotal.WithLabelValues(op.String(), class, "global_bytes").Inc()
+		return apierrors.NewTooManyRequests(fmt.Sprintf(
+			"Event writes are over the server's budget of %g bytes a second, retry after %ds",
+			p.limiter.config.GlobalBytes.QPS, seconds), seconds)
+	case v.bytes:
+		throttledTotal.WithLabelValues(op.String(), class, "reporter_bytes").Inc()
+		limit := p.limiter.config.ReporterBytes
+		return apierrors.NewTooManyRequests(fmt.Sprintf(
+			"reporter %q is over its budget of %g bytes of Events a second (burst %d), retry after %ds",
+			r, limit.QPS, limit.Burst, seconds), seconds)
+	case v.global:
 		throttledTotal.WithLabelValues(op.String(), class, "global").Inc()
 		return apierrors.NewTooManyRequests(fmt.Sprintf(
 			"Event writes are over the server's budget of %g a second, retry after %ds",
