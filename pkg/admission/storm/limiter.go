@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Limit is a token bucket's shape: QPS tokens a second, up to Burst saved.
@@ -94,6 +95,9 @@ type limiterConfig struct {
 	// count bytes), per reporter and all together: the request budgets
 	// alone let large Events fill etcd's quota.
 	ReporterBytes, GlobalBytes Limit
+	// User bounds all writes of one authenticated user, whatever reporter
+	// names it uses, in front of the reporters' own budgets.
+	User Limit
 	// MaxReporters bounds the reporters remembered at once; beyond it the
 	// least recently seen is forgotten (and starts again with a full
 	// bucket if it comes back).
@@ -105,7 +109,9 @@ type reporterState struct {
 	key     string
 	buckets [numOperations]bucket
 	bytes   bucket
-	seen    time.Time
+	// user is the user's bucket, in a user's own state only.
+	user bucket
+	seen time.Time
 }
 
 // verdict is the limiter's answer for one write.
@@ -117,6 +123,8 @@ type verdict struct {
 	global bool
 	// bytes is true when a byte bucket refused.
 	bytes bool
+	// user is true when the user's bucket refused.
+	user bool
 	// reporters is how many reporters the limiter remembers afterwards.
 	reporters int
 }
@@ -144,7 +152,7 @@ func newLimiter(config limiterConfig, now func() time.Time) *limiter {
 	for _, l := range config.Reporter {
 		idle = max(idle, l.refillTime())
 	}
-	idle = max(idle, config.ReporterBytes.refillTime())
+	idle = max(idle, config.ReporterBytes.refillTime(), config.User.refillTime())
 	return &limiter{
 		config:      config,
 		idle:        idle,
@@ -159,22 +167,17 @@ func newLimiter(config limiterConfig, now func() time.Time) *limiter {
 // allow spends a token of the reporter's bucket for op and one of the global
 // bucket, and size bytes of the reporter's and the global byte buckets, or
 // nothing.
-func (l *limiter) allow(key string, op operation, size int) verdict {
+func (l *limiter) allow(userKey, key string, op operation, size int) verdict {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := l.take(key, op, float64(size), now)
+	v := l.take(userKey, key, op, float64(size), now)
 	l.expire(now)
 	v.reporters = l.lru.Len()
 	return v
 }
 
-func (l *limiter) take(key string, op operation, size float64, now time.Time) verdict {
-	limit, bytesLimit := l.config.Reporter[op], l.config.ReporterBytes
-	var state *reporterState
-	if limit.enabled() || bytesLimit.enabled() {
-		state = l.touch(key, now)
-	}
+func (l *limiter) take(userKey, key string, op operation, size float64, now time.Time) verdict {
 	// Each bucket that agreed is refunded if a later one refuses.
 	var refunds []func()
 	refuse := func(v verdict) verdict {
@@ -183,9 +186,23 @@ func (l *limiter) take(key string, op operation, size float64, now time.Time) ve
 		}
 		return v
 	}
+	// The user's bucket first: a user out of budget is refused before its
+	// reporter names are even remembered.
+	if userLimit := l.config.User; userLimit.enabled() {
+		userState := l.touch(userKey, now)
+		if ok, wait := userState.user.take(userLimit, now); !ok {
+			return verdict{retryAfter: wait, user: true}
+		}
+		refunds = append(refunds, func() { userState.user.refund(userLimit) })
+	}
+	limit, bytesLimit := l.config.Reporter[op], l.config.ReporterBytes
+	var state *reporterState
+	if limit.enabled() || bytesLimit.enabled() {
+		state = l.touch(key, now)
+	}
 	if limit.enabled() {
 		if ok, wait := state.buckets[op].take(limit, now); !ok {
-			return verdict{retryAfter: wait}
+			return refuse(verdict{retryAfter: wait})
 		}
 		refunds = append(refunds, func() { state.buckets[op].refund(limit) })
 	}
@@ -218,6 +235,7 @@ func (l *limiter) touch(key string, now time.Time) *reporterState {
 		state.buckets[op] = newBucket(limit, now)
 	}
 	state.bytes = newBucket(l.config.ReporterBytes, now)
+	state.user = newBucket(l.config.User, now)
 	l.reporters[key] = l.lru.PushFront(state)
 	return state
 }
@@ -240,4 +258,20 @@ func (l *limiter) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lru.Len()
+}
+
+// entryBytes is the memory one remembered reporter (or user) takes: its
+// state, its list element, its key (fixed size: keys are hashes) and its
+// map entry (key header and pointer, with Go's map overhead rounded up).
+const entryBytes = int(unsafe.Sizeof(reporterState{})) + int(unsafe.Sizeof(list.Element{})) + keySize + 64
+
+// sweep forgets idle reporters now, without a write, and returns how many
+// are left and their memory: the metrics fall when traffic stops. The
+// memory is at most MaxReporters x entryBytes.
+func (l *limiter) sweep() (reporters, bytes int) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expire(now)
+	return l.lru.Len(), l.lru.Len() * entryBytes
 }

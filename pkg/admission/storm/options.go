@@ -54,7 +54,16 @@ const (
 	DefaultGlobalBytesBurst   = 64 << 20
 	DefaultReporterBytesQPS   = 32 << 10
 	DefaultReporterBytesBurst = 8 << 20
-	DefaultMaxReporters       = 10000
+
+	// Each authenticated user's budget, all its reporters together, so that
+	// a client rotating reportingInstance or source.host mints no fresh
+	// bursts. kube-controller-manager is one user for a few dozen
+	// controllers and the busiest legitimate one: 100 writes a second and a
+	// burst of 5,000 (the global burst) cover a large rollout. Kubelets and
+	// schedulers each have their own user.
+	DefaultUserQPS      = 100
+	DefaultUserBurst    = 5000
+	DefaultMaxReporters = 10000
 )
 
 // Options are the storm limiter's flags.
@@ -70,6 +79,8 @@ type Options struct {
 	GlobalBytesBurst   int
 	ReporterBytesQPS   float64
 	ReporterBytesBurst int
+	UserQPS            float64
+	UserBurst          int
 	MaxReporters       int
 	MaxEventBytes      int64
 }
@@ -87,6 +98,8 @@ func NewOptions() *Options {
 		GlobalBytesBurst:   DefaultGlobalBytesBurst,
 		ReporterBytesQPS:   DefaultReporterBytesQPS,
 		ReporterBytesBurst: DefaultReporterBytesBurst,
+		UserQPS:            DefaultUserQPS,
+		UserBurst:          DefaultUserBurst,
 		MaxReporters:       DefaultMaxReporters,
 		MaxEventBytes:      DefaultMaxEventBytes,
 	}
@@ -121,6 +134,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Bytes of Events (stored size) each reporter may add a second. 0 disables it.")
 	fs.IntVar(&o.ReporterBytesBurst, "event-rate-limit-bytes-burst", o.ReporterBytesBurst,
 		"Bytes of Events each reporter may add at once.")
+	fs.Float64Var(&o.UserQPS, "event-rate-limit-user-qps", o.UserQPS,
+		"Event writes a second each authenticated user may make, all its reporters together, so that "+
+			"inventing reporter names gains nothing. 0 disables it.")
+	fs.IntVar(&o.UserBurst, "event-rate-limit-user-burst", o.UserBurst,
+		"Event writes each authenticated user may make at once.")
 	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", o.MaxEventBytes,
 		"Largest Event accepted, measured as stored in etcd (core/v1 protobuf); larger creates and "+
 			"updates get 413. Keep it under etcd's --max-request-bytes (1.5 MiB by default). 0 disables the limit.")
@@ -141,6 +159,7 @@ func (o *Options) Validate() []error {
 	check("event-rate-limit-global", o.GlobalQPS, o.GlobalBurst)
 	check("event-rate-limit-global-bytes", o.GlobalBytesQPS, o.GlobalBytesBurst)
 	check("event-rate-limit-bytes", o.ReporterBytesQPS, o.ReporterBytesBurst)
+	check("event-rate-limit-user", o.UserQPS, o.UserBurst)
 	if o.MaxReporters < 1 {
 		errs = append(errs, fmt.Errorf("--event-rate-limit-max-reporters must be at least 1"))
 	}
@@ -158,6 +177,7 @@ func (o *Options) Config() Config {
 		Global:        Limit{QPS: o.GlobalQPS, Burst: o.GlobalBurst},
 		GlobalBytes:   Limit{QPS: o.GlobalBytesQPS, Burst: o.GlobalBytesBurst},
 		ReporterBytes: Limit{QPS: o.ReporterBytesQPS, Burst: o.ReporterBytesBurst},
+		User:          Limit{QPS: o.UserQPS, Burst: o.UserBurst},
 		MaxReporters:  o.MaxReporters,
 		MaxEventBytes: o.MaxEventBytes,
 	}

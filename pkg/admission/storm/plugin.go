@@ -38,6 +38,9 @@ type Config struct {
 	// ReporterBytes and GlobalBytes are budgets of bytes written (stored
 	// size), per reporter and all together.
 	ReporterBytes, GlobalBytes Limit
+	// User is each authenticated user's budget of writes, all its
+	// reporters together.
+	User Limit
 	// MaxReporters bounds the reporters remembered at once.
 	MaxReporters int
 	// MaxEventBytes bounds an Event's stored size; zero or less: no bound.
@@ -54,16 +57,19 @@ func New(c Config) *Plugin {
 	if now == nil {
 		now = time.Now
 	}
+	l := newLimiter(limiterConfig{
+		Reporter:      [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
+		Global:        c.Global,
+		ReporterBytes: c.ReporterBytes,
+		GlobalBytes:   c.GlobalBytes,
+		User:          c.User,
+		MaxReporters:  c.MaxReporters,
+	}, now)
+	current.Store(l)
 	return &Plugin{
-		Handler: admission.NewHandler(admission.Create, admission.Update),
-		limiter: newLimiter(limiterConfig{
-			Reporter:      [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
-			Global:        c.Global,
-			ReporterBytes: c.ReporterBytes,
-			GlobalBytes:   c.GlobalBytes,
-			MaxReporters:  c.MaxReporters,
-		}, now),
-		classes:       newClasses(),
+		Handler:       admission.NewHandler(admission.Create, admission.Update),
+		limiter:       l,
+		classes:       newClasses(now, forgetClass),
 		maxEventBytes: c.MaxEventBytes,
 	}
 }
@@ -93,14 +99,18 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 	}
 	r := reporterOf(event, a.GetUserInfo())
 	class := p.classes.of(r.controller)
-	v := p.limiter.allow(r.key, op, size)
-	reportersGauge.Set(float64(v.reporters))
+	v := p.limiter.allow(r.userKey, r.key, op, size)
 	if v.allowed {
 		acceptedTotal.WithLabelValues(op.String(), class).Inc()
 		return nil
 	}
 	seconds := retryAfterSeconds(v.retryAfter)
 	switch {
+	case v.user:
+		throttledTotal.WithLabelValues(op.String(), class, "user").Inc()
+		return apierrors.NewTooManyRequests(fmt.Sprintf(
+			"user %q is over its budget of %g Event writes a second (burst %d), whatever the reporter, retry after %ds",
+			a.GetUserInfo().GetName(), p.limiter.config.User.QPS, p.limiter.config.User.Burst, seconds), seconds)
 	case v.global && v.bytes:
 		throttledTotal.WithLabelValues(op.String(), class, "global_bytes").Inc()
 		return apierrors.NewTooManyRequests(fmt.Sprintf(
