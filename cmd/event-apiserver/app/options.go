@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 )
 
 const (
@@ -42,6 +43,13 @@ type Options struct {
 	// SelfSignedCertDNSNames are added to the generated serving
 	// certificate, e.g. <service>.<namespace>.svc for an APIService.
 	SelfSignedCertDNSNames []string
+	// SelfSignedCertValidity is the generated leaf's lifetime; it is
+	// renewed once a third of it is left.
+	SelfSignedCertValidity time.Duration
+
+	// selfSigned is the generated serving certificate, when no
+	// --tls-cert-file is given; set by Config.
+	selfSigned *standalone.ServingCert
 }
 
 // EmbeddedEtcdOptions apply when no --etcd-servers are given.
@@ -89,6 +97,8 @@ func NewOptions() *Options {
 		Features:   features,
 		Aggregated: NewAggregatedOptions(),
 		Storm:      storm.NewOptions(),
+
+		SelfSignedCertValidity: 365 * 24 * time.Hour,
 	}
 }
 
@@ -104,6 +114,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringSliceVar(&o.SelfSignedCertDNSNames, "self-signed-cert-dns-names", o.SelfSignedCertDNSNames,
 		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
 			"given, e.g. event-apiserver.event-apiserver.svc for an APIService.")
+
+	fs.DurationVar(&o.SelfSignedCertValidity, "self-signed-cert-validity", o.SelfSignedCertValidity,
+		"Lifetime of the self-signed serving certificate generated when no --tls-cert-file is given. It is "+
+			"signed by a CA kept in the certificate directory for 10 years, which the written kubeconfig trusts, "+
+			"and renewed at start-up and while running once a third of its lifetime is left.")
 
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
@@ -161,6 +176,9 @@ func (o *Options) Validate() error {
 	}
 	if o.EventTTL > 0 && o.EventTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--event-ttl must be at least 1s: etcd leases count whole seconds"))
+	}
+	if o.SelfSignedCertValidity < time.Minute {
+		errs = append(errs, fmt.Errorf("--self-signed-cert-validity must be at least 1m"))
 	}
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.ServerRun.Validate()...)

@@ -125,6 +125,10 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	prepared := server.GenericAPIServer.PrepareRun()
+	if o.selfSigned != nil {
+		// Renewed while running too: the server reloads the files.
+		go o.selfSigned.Renew(ctx)
+	}
 
 	kubeconfig := ""
 	if !o.Aggregated.Enabled {
@@ -149,7 +153,13 @@ func (o *Options) writeAdminKubeconfig() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	caBundle, err := os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile)
+	// The self-signed CA, not the leaf, so that the kubeconfig keeps
+	// working when the leaf is renewed.
+	caFile := o.SecureServing.ServerCert.CertKey.CertFile
+	if o.selfSigned != nil {
+		caFile = o.selfSigned.CAFile()
+	}
+	caBundle, err := os.ReadFile(caFile)
 	if err != nil {
 		return "", fmt.Errorf("reading serving certificate: %w", err)
 	}
@@ -163,8 +173,18 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		alternateIPs = append(alternateIPs, ip)
 	}
-	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.SelfSignedCertDNSNames, alternateIPs); err != nil {
-		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+	if certKey := &o.SecureServing.ServerCert.CertKey; certKey.CertFile == "" && certKey.KeyFile == "" {
+		o.selfSigned = &standalone.ServingCert{
+			Dir:      o.SecureServing.ServerCert.CertDirectory,
+			Host:     "localhost",
+			DNSNames: o.SelfSignedCertDNSNames,
+			IPs:      alternateIPs,
+			Validity: o.SelfSignedCertValidity,
+		}
+		if _, err := o.selfSigned.Ensure(); err != nil {
+			return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+		}
+		certKey.CertFile, certKey.KeyFile = o.selfSigned.CertFile(), o.selfSigned.KeyFile()
 	}
 
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
