@@ -191,6 +191,13 @@ func (o *Options) Validate() error {
 			// Events, and a pod restart would lose them all.
 			errs = append(errs, fmt.Errorf("--aggregated needs --etcd-servers: the embedded etcd is for a single standalone server"))
 		}
+		// The embedded etcd serves without authentication: anyone who
+		// reaches it can read and write every Event.
+		if host, _, err := net.SplitHostPort(o.EmbeddedEtcd.ClientAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address: %w", err))
+		} else if ip := netutils.ParseIPSloppy(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address must be a loopback address (the embedded etcd has no authentication), got %q", host))
+		}
 		if o.EmbeddedEtcd.QuotaBackendBytes <= 0 {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
 		}
