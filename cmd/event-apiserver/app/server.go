@@ -232,13 +232,19 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, err
 		}
 	}
-	// The storm limiter validates last, after the aggregated chain's
-	// NamespaceLifecycle and webhooks, right before a write reaches etcd.
+	// The storm limiter admits first, before the aggregated chain's
+	// webhooks, so that a throttled write costs no webhook call; it checks
+	// the size again in the validating phase, after them. It decides once
+	// per request, even when an update is retried on a conflict.
 	stormPlugin := storm.New(o.Storm.Config())
 	if serverConfig.AdmissionControl != nil {
-		serverConfig.AdmissionControl = admission.NewChainHandler(serverConfig.AdmissionControl, stormPlugin)
+		serverConfig.AdmissionControl = admission.NewChainHandler(stormPlugin, serverConfig.AdmissionControl)
 	} else {
 		serverConfig.AdmissionControl = stormPlugin
+	}
+	buildChain := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
+		return buildChain(storm.WithChargeMemo(api), c)
 	}
 
 	return &apiserver.Config{

@@ -74,20 +74,36 @@ func New(c Config) *Plugin {
 	}
 }
 
-// Validate refuses an oversize Event with 413; then it spends the reporter's
-// and the global token for the write, or refuses it with 429 and
-// Retry-After. Dry runs are checked for size only: they never reach etcd.
-func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+var _ admission.MutationInterface = &Plugin{}
+
+// event is the Event a write of the plugin's concern carries, and its
+// operation.
+func eventOf(a admission.Attributes) (*core.Event, operation, bool) {
 	if !eventResources[a.GetResource().GroupResource()] || a.GetSubresource() != "" {
-		return nil
+		return nil, 0, false
 	}
 	event, ok := a.GetObject().(*core.Event)
 	if !ok {
-		return nil
+		return nil, 0, false
 	}
-	op := opCreate
 	if a.GetOperation() == admission.Update {
-		op = opUpdate
+		return event, opUpdate, true
+	}
+	return event, opCreate, true
+}
+
+// Admit runs first in the admission chain, in its mutating phase, so that
+// a throttled write is refused before any webhook is called: a storm must
+// not become a storm of webhook calls. It refuses an oversize Event with
+// 413; then it spends the reporter's and the global tokens for the write,
+// or refuses it with 429 and Retry-After. The decision is taken once per
+// request (see WithChargeMemo): an update retried on a conflict runs
+// admission again, and is not charged again. Dry runs are checked for
+// size only: they never reach etcd.
+func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	event, op, ok := eventOf(a)
+	if !ok {
+		return nil
 	}
 	size, err := checkSize(event, p.maxEventBytes)
 	if err != nil {
@@ -97,6 +113,34 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 	if a.IsDryRun() {
 		return nil
 	}
+	memo, _ := ctx.Value(memoKey{}).(*chargeMemo)
+	if memo == nil {
+		return p.charge(event, op, size, a)
+	}
+	memo.mu.Lock()
+	defer memo.mu.Unlock()
+	if !memo.decided {
+		memo.err, memo.decided = p.charge(event, op, size, a), true
+	}
+	return memo.err
+}
+
+// Validate checks the size again after the mutating webhooks, which may
+// have grown the Event.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	event, op, ok := eventOf(a)
+	if !ok {
+		return nil
+	}
+	if _, err := checkSize(event, p.maxEventBytes); err != nil {
+		oversizeTotal.WithLabelValues(op.String()).Inc()
+		return err
+	}
+	return nil
+}
+
+// charge spends the write's tokens, or says why not.
+func (p *Plugin) charge(event *core.Event, op operation, size int, a admission.Attributes) error {
 	r := reporterOf(event, a.GetUserInfo())
 	class := p.classes.of(r.controller)
 	v := p.limiter.allow(r.userKey, r.key, op, size)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestPluginThrottles(t *testing.T) {
 	})
 	ctx := context.Background()
 	validate := func(e *core.Event, op admission.Operation, gvr schema.GroupVersionResource, dryRun bool) error {
-		return p.Validate(ctx, attrs(e, op, gvr, dryRun), nil)
+		return p.Admit(ctx, attrs(e, op, gvr, dryRun), nil)
 	}
 
 	// Two creates from node-1 through either API are its burst.
@@ -104,7 +105,7 @@ func TestPluginIgnoresOtherRequests(t *testing.T) {
 	ctx := context.Background()
 	other := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	for i := range 3 {
-		if err := p.Validate(ctx, attrs(kubeletEvent(fmt.Sprint(i), "n"), admission.Create, other, false), nil); err != nil {
+		if err := p.Admit(ctx, attrs(kubeletEvent(fmt.Sprint(i), "n"), admission.Create, other, false), nil); err != nil {
 			t.Fatalf("pods: %v", err)
 		}
 	}
@@ -136,7 +137,7 @@ func TestPluginSizeLimit(t *testing.T) {
 			e := event.DeepCopy()
 			e.Message += strings.Repeat("x", tc.grow)
 			for _, op := range []admission.Operation{admission.Create, admission.Update} {
-				err := p.Validate(context.Background(), attrs(e, op, coreEvents, false), nil)
+				err := p.Admit(context.Background(), attrs(e, op, coreEvents, false), nil)
 				code := 0
 				if err != nil {
 					code = int(err.(apierrors.APIStatus).Status().Code)
@@ -232,5 +233,51 @@ func TestClassesAreBounded(t *testing.T) {
 	c = newClasses(clock.now, nil)
 	if got := c.of(strings.Repeat("\xff", 100)); got != strings.Repeat("?", 1) {
 		t.Errorf("invalid UTF-8 not cleaned: %q", got)
+	}
+}
+
+// TestPluginChargesOncePerRequest: admission run again for the same
+// request (an update retried on a conflict) reuses the first decision; a new
+// request is charged.
+func TestPluginChargesOncePerRequest(t *testing.T) {
+	p := New(Config{Update: limitOf(0.001, 1), MaxReporters: 100})
+	var ctx context.Context
+	// The memo is installed by WithChargeMemo; take its context.
+	WithChargeMemo(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() })).
+		ServeHTTP(nil, httptest.NewRequest(http.MethodPut, "/", nil))
+	e := kubeletEvent("retried", "node-1")
+	for attempt := range 3 {
+		if err := p.Admit(ctx, attrs(e, admission.Update, coreEvents, false), nil); err != nil {
+			t.Fatalf("attempt %d of one request: %v", attempt, err)
+		}
+	}
+	if err := p.Admit(context.Background(), attrs(e, admission.Update, coreEvents, false), nil); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("a second request: %v, want 429: the retries of the first must have spent one token only", err)
+	}
+}
+
+// countingPlugin stands for a mutating webhook: it counts its calls.
+type countingPlugin struct {
+	*admission.Handler
+	calls int
+}
+
+func (c *countingPlugin) Admit(context.Context, admission.Attributes, admission.ObjectInterfaces) error {
+	c.calls++
+	return nil
+}
+
+// TestPluginRefusesBeforeWebhooks: in the chain the server builds (storm
+// first), a throttled write never reaches the mutating plugins after it.
+func TestPluginRefusesBeforeWebhooks(t *testing.T) {
+	p := New(Config{Create: limitOf(0.001, 1), MaxReporters: 100})
+	webhook := &countingPlugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+	chain := admission.NewChainHandler(p, webhook)
+	var mutating admission.MutationInterface = chain
+	for i := range 5 {
+		_ = mutating.Admit(context.Background(), attrs(kubeletEvent(fmt.Sprint(i), "node-1"), admission.Create, coreEvents, false), nil)
+	}
+	if webhook.calls != 1 {
+		t.Errorf("the webhook was called %d times for 5 writes of which 1 was within budget, want 1", webhook.calls)
 	}
 }
