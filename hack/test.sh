@@ -27,6 +27,22 @@ bash hack/verify-codegen-selftest.sh
 log "Fuzzing the decode, convert and validate path (bounded)"
 FUZZ_TIME="${FUZZ_TIME:-15s}" bash hack/fuzz.sh
 
-log "Running go test"
+# Tiers: the unit tests first, with the race detector (they need no
+# binaries); then the concurrency-heavy integration tests (watch, storm, etcd
+# outages) with the race detector, the server binary built with -race too;
+# then the rest of the integration tests without it.
+RACE_INTEGRATION_TESTS='^(TestWatch.*|TestStorm.*|TestEtcdKilledUnderLoad|TestConsistentListFromCache|TestInformerRestartWithoutRelist|TestHostileReporters)$'
+
+log "Unit tests, with the race detector"
 # shellcheck disable=SC2086
-go test -count=1 -timeout 45m ${GO_TEST_FLAGS:-} ./... 2>&1 | tee "${REPO_ROOT}/_output/go-test.log"
+go test -race -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./pkg/... ./internal/... ./cmd/... 2>&1 | tee "${REPO_ROOT}/_output/go-test-unit.log"
+
+log "Concurrency-heavy integration tests, with the race detector"
+# shellcheck disable=SC2086
+EVENT_APISERVER_RACE=1 go test -race -count=1 -timeout 30m -run "${RACE_INTEGRATION_TESTS}" ${GO_TEST_FLAGS:-} ./test/... 2>&1 | tee "${REPO_ROOT}/_output/go-test-race.log"
+# The race-built server must not be reused by the tier below.
+rm -f "${REPO_ROOT}/_output/bin/event-apiserver"
+
+log "Integration tests"
+# shellcheck disable=SC2086
+go test -count=1 -timeout 45m -skip "${RACE_INTEGRATION_TESTS}" ${GO_TEST_FLAGS:-} ./test/... 2>&1 | tee "${REPO_ROOT}/_output/go-test.log"

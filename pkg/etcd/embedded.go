@@ -3,6 +3,7 @@
 package etcd
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -30,6 +31,13 @@ type EmbeddedConfig struct {
 	ProgressNotifyInterval time.Duration
 	// ReadyTimeout bounds how long Start waits for etcd to serve.
 	ReadyTimeout time.Duration
+	// QuotaBackendBytes is etcd's space quota; zero means
+	// DefaultQuotaBackendBytes. Past it etcd refuses writes (NOSPACE)
+	// until reclaimSpace has freed space.
+	QuotaBackendBytes int64
+	// ReclaimInterval is how often the NOSPACE alarm is checked; zero
+	// means defaultReclaimInterval.
+	ReclaimInterval time.Duration
 }
 
 // Embedded is a running embedded etcd.
@@ -37,6 +45,10 @@ type Embedded struct {
 	etcd *embed.Etcd
 	// closing silences what etcd reports of its own listeners closing.
 	closing *atomic.Bool
+	// failed receives etcd's fatal error, at most one.
+	failed chan error
+	// stopReclaim ends reclaimSpace.
+	stopReclaim context.CancelFunc
 }
 
 // peerURL is advertised but never listened on: a single member needs a peer
@@ -75,6 +87,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	// The API server compacts etcd itself (storagebackend.DefaultCompactInterval),
 	// as kube-apiserver does, so etcd's own auto-compaction stays off.
 	ec.AutoCompactionRetention = "0"
+	if cfg.QuotaBackendBytes <= 0 {
+		cfg.QuotaBackendBytes = DefaultQuotaBackendBytes
+	}
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	if cfg.ReclaimInterval <= 0 {
+		cfg.ReclaimInterval = defaultReclaimInterval
+	}
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -91,8 +110,28 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded etcd in %s not ready after %s", cfg.DataDir, cfg.ReadyTimeout)
 	}
 	klog.InfoS("Started embedded etcd", "dataDir", cfg.DataDir, "clientURL", "http://"+e.Clients[0].Addr().String(),
-		"progressNotifyInterval", cfg.ProgressNotifyInterval)
-	return &Embedded{etcd: e, closing: closing}, nil
+		"progressNotifyInterval", cfg.ProgressNotifyInterval, "quotaBackendBytes", cfg.QuotaBackendBytes)
+	ctx, stop := context.WithCancel(context.Background())
+	embedded := &Embedded{etcd: e, closing: closing, failed: make(chan error, 1), stopReclaim: stop}
+	go embedded.watch()
+	go embedded.reclaimSpace(ctx, cfg.QuotaBackendBytes, cfg.ReclaimInterval)
+	return embedded, nil
+}
+
+// watch reports the first of etcd's own failures: a listener that stopped
+// serving (Err), or the server stopping while nobody asked it to (raft or
+// storage errors stop it without a word on Err). What Close causes is not
+// a failure.
+func (e *Embedded) watch() {
+	var err error
+	select {
+	case err = <-e.etcd.Err():
+	case <-e.etcd.Server.StopNotify():
+		err = fmt.Errorf("etcd server stopped")
+	}
+	if err != nil && !e.closing.Load() {
+		e.failed <- err
+	}
 }
 
 // newLogger is etcd's own default logger (JSON on stderr, errors only),
@@ -157,11 +196,12 @@ func (e *Embedded) ClientURL() string {
 
 // Err reports a fatal etcd error while it runs.
 func (e *Embedded) Err() <-chan error {
-	return e.etcd.Err()
+	return e.failed
 }
 
 // Close stops etcd after it has flushed what it acknowledged.
 func (e *Embedded) Close() {
+	e.stopReclaim()
 	e.closing.Store(true)
 	e.etcd.Close()
 	klog.InfoS("Stopped embedded etcd")

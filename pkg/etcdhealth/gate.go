@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
@@ -48,6 +50,13 @@ type Gate struct {
 	// ended; opening again starts a new one. Requests read it without a
 	// lock; only the probe writes it.
 	open atomic.Pointer[openPeriod]
+
+	// nospace is whether etcd's NOSPACE alarm is raised, as the probe
+	// last saw it.
+	nospace atomic.Bool
+	// watchSpace is whether to follow the NOSPACE alarm: only for the
+	// etcd-space check, set once SpaceCheck is asked for.
+	watchSpace atomic.Bool
 
 	// The rest belongs to the probe, and to the size monitor.
 	mu        sync.Mutex
@@ -216,7 +225,16 @@ func (g *Gate) Run(ctx context.Context, config storagebackend.Config) error {
 	}
 	go func() {
 		defer func() { _ = client.Close() }()
-		g.run(ctx, check, probeInterval)
+		g.run(ctx, func() error {
+			err := check()
+			if err == nil && g.watchSpace.Load() {
+				// Not part of the health answer: a slow alarm list is no outage.
+				ctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				g.observeSpace(ctx, client)
+			}
+			return err
+		}, probeInterval)
 	}()
 	return nil
 }
@@ -242,5 +260,45 @@ func newProbeClient(c storagebackend.TransportConfig) (*clientv3.Client, error) 
 		})},
 		// Failures are logged once, by the gate, not by every retry.
 		Logger: zap.NewNop(),
+	})
+}
+
+// noSpaceAdvice is what an operator of an external etcd must do once it is
+// full: etcd does not take writes again by itself.
+const noSpaceAdvice = "etcd's NOSPACE alarm is raised (database over --quota-backend-bytes): Event writes are " +
+	"refused with 503. Once Events have expired, compact (etcdctl compact <current revision>), defragment " +
+	"(etcdctl defrag) and disarm (etcdctl alarm disarm); raise --quota-backend-bytes or lower the byte " +
+	"budgets (--event-rate-limit-global-bytes-qps) if it recurs"
+
+// observeSpace follows etcd's NOSPACE alarm, logging when it is raised and
+// cleared. An etcd that does not let us list alarms (auth) is taken as
+// without alarm: writes then still answer 503 when refused.
+func (g *Gate) observeSpace(ctx context.Context, client *clientv3.Client) {
+	alarms, err := client.AlarmList(ctx)
+	if err != nil {
+		return
+	}
+	raised := false
+	for _, a := range alarms.Alarms {
+		raised = raised || a.Alarm == etcdserverpb.AlarmType_NOSPACE
+	}
+	switch was := g.nospace.Swap(raised); {
+	case raised && !was:
+		klog.ErrorS(nil, noSpaceAdvice, "endpoints", client.Endpoints())
+	case !raised && was:
+		klog.InfoS("etcd's NOSPACE alarm is cleared, Event writes accepted again")
+	}
+}
+
+// SpaceCheck is the /readyz check "etcd-space": it fails while etcd's
+// NOSPACE alarm is raised, saying what the operator must do. For an
+// external etcd only: the server clears an embedded etcd's alarm itself.
+func (g *Gate) SpaceCheck() healthz.HealthChecker {
+	g.watchSpace.Store(true)
+	return healthz.NamedCheck("etcd-space", func(*http.Request) error {
+		if g.nospace.Load() {
+			return errors.New(noSpaceAdvice)
+		}
+		return nil
 	})
 }

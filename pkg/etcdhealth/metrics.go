@@ -26,8 +26,8 @@ var (
 			Subsystem: "etcd",
 			Name:      "refused_total",
 			Help: "Storage calls answered 503 because etcd did not answer: refused while the gate was closed " +
-				"(reason closed), ended when it closed (reason outage), or failed on an unreachable etcd " +
-				"(reason unavailable).",
+				"(reason closed), ended when it closed (reason outage), failed on an unreachable etcd " +
+				"(reason unavailable), or refused by etcd over its space quota (reason nospace).",
 			StabilityLevel: metrics.ALPHA,
 		},
 		[]string{"operation", "reason"},

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage"
 )
@@ -56,11 +60,44 @@ func (s *gatedStorage) do(ctx context.Context, operation string, call func(conte
 		return unavailableError("etcd stopped answering while this request waited for it " +
 			"(a write may still be applied if etcd had received it)")
 	}
+	if isNoSpace(err) {
+		refusedTotal.WithLabelValues(operation, "nospace").Inc()
+		return noSpaceError()
+	}
 	if isUnreachable(err) {
 		refusedTotal.WithLabelValues(operation, "unavailable").Inc()
 		return unavailableError(fmt.Sprintf("etcd is unreachable (%v)", err))
 	}
 	return err
+}
+
+// isNoSpace reports whether etcd refused a write because its database is
+// over its quota (the NOSPACE alarm). The etcd3 store passes the client's
+// error on as it is, which the generic server answers 500.
+func isNoSpace(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) ||
+		strings.Contains(err.Error(), rpctypes.ErrNoSpace.Error())
+}
+
+// NoSpaceRetryAfterSeconds is the Retry-After of writes refused while etcd
+// is over its quota: space comes back only as Events expire (--event-ttl)
+// and are compacted away, so there is no point in retrying within seconds.
+const NoSpaceRetryAfterSeconds = 30
+
+// noSpaceError is a 503 with Retry-After rather than a 507: the condition
+// is the server's, not the request's, and passes by itself as Events
+// expire; client-go retries a 503 with Retry-After, and reads keep being
+// served meanwhile. It is the same contract as an etcd outage.
+func noSpaceError() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusServiceUnavailable,
+		Reason: metav1.StatusReasonServiceUnavailable,
+		Message: fmt.Sprintf("etcd is out of space (database space exceeded, NOSPACE alarm): writes are refused "+
+			"until expired Events have been compacted away and the alarm disarmed, retry after %ds; reads are served",
+			NoSpaceRetryAfterSeconds),
+		Details: &metav1.StatusDetails{RetryAfterSeconds: NoSpaceRetryAfterSeconds},
+	}}
 }
 
 // isUnreachable reports whether err says etcd could not be reached or could

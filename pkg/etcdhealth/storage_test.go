@@ -53,11 +53,16 @@ func TestStorageErrors(t *testing.T) {
 		// want503 is whether the error becomes a 503; if not, it must come
 		// back as it was.
 		want503 bool
+		// retryAfter is the 503's Retry-After, RetryAfterSeconds if zero.
+		retryAfter int32
 	}{
 		{name: "connection lost", err: status.Error(codes.Unavailable, "error reading from server: EOF"), want503: true},
 		{name: "wrapped", err: fmt.Errorf("creating lease: %w", status.Error(codes.Unavailable, "connection refused")), want503: true},
 		{name: "in a storage InternalError", err: storage.NewInternalError(status.Error(codes.Unavailable, "EOF")), want503: true},
 		{name: "no leader", err: rpctypes.ErrNoLeader, want503: true},
+		{name: "database space exceeded", err: rpctypes.ErrNoSpace, want503: true, retryAfter: NoSpaceRetryAfterSeconds},
+		{name: "database space exceeded, gRPC form", err: rpctypes.ErrGRPCNoSpace, want503: true, retryAfter: NoSpaceRetryAfterSeconds},
+		{name: "database space exceeded, in a storage InternalError", err: storage.NewInternalError(rpctypes.ErrNoSpace), want503: true, retryAfter: NoSpaceRetryAfterSeconds},
 		{name: "request timed out in etcd", err: rpctypes.ErrTimeout, want503: true},
 		{name: "the request's own deadline", err: status.Error(codes.DeadlineExceeded, "context deadline exceeded"), want503: false},
 		{name: "too large", err: rpctypes.ErrRequestTooLarge, want503: false},
@@ -69,7 +74,10 @@ func TestStorageErrors(t *testing.T) {
 			s := g.Storage(failingStore{err: tc.err})
 			err := s.Create(context.Background(), "/registry/events/ns/x", nil, nil, 0)
 			if tc.want503 {
-				assert503(t, err)
+				if tc.retryAfter == 0 {
+					tc.retryAfter = RetryAfterSeconds
+				}
+				assert503RetryAfter(t, err, tc.retryAfter)
 				return
 			}
 			if !errors.Is(err, tc.err) {
@@ -110,12 +118,17 @@ func TestStorageEndsCallsWhenTheGateCloses(t *testing.T) {
 
 func assert503(t *testing.T, err error) {
 	t.Helper()
+	assert503RetryAfter(t, err, RetryAfterSeconds)
+}
+
+func assert503RetryAfter(t *testing.T, err error, retryAfter int32) {
+	t.Helper()
 	var statusErr apierrors.APIStatus
 	if !errors.As(err, &statusErr) {
 		t.Fatalf("got %v (%T), want a 503 Status", err, err)
 	}
 	st := statusErr.Status()
-	if st.Code != http.StatusServiceUnavailable || st.Details == nil || st.Details.RetryAfterSeconds != RetryAfterSeconds {
-		t.Fatalf("got %+v, want 503 with Retry-After %d", st, RetryAfterSeconds)
+	if st.Code != http.StatusServiceUnavailable || st.Details == nil || st.Details.RetryAfterSeconds != retryAfter {
+		t.Fatalf("got %+v, want 503 with Retry-After %d", st, retryAfter)
 	}
 }

@@ -2,11 +2,17 @@ package integration
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
@@ -344,5 +350,86 @@ func TestHostileRequestsMatchKubeAPIServer(t *testing.T) {
 					truncate([]byte(got.message), 200), tc.ours.code, tc.ours.reason, tc.ours.message)
 			}
 		})
+	}
+}
+
+// TestHostileReporters: one user writes core/v1 Events under 2,000 distinct
+// reporter names of 32 KiB each (source.component and source.host, which
+// core/v1 validation does not bound), a fresh instance every time. The user
+// stays within its own budget (50 at once, 5 a second) whatever the names;
+// the limiter remembers at most --event-rate-limit-max-reporters entries of
+// a fixed size; no request answers 5xx; and once the traffic stops the
+// reporters gauge falls to zero without another write.
+func TestHostileReporters(t *testing.T) {
+	const (
+		names        = 2000
+		userBurst    = 50
+		userQPS      = 5
+		maxReporters = 500
+		// entryLimit is what one remembered reporter may take, whatever
+		// its name's length (keys are 16-byte hashes).
+		entryLimit = 512
+	)
+	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
+		fmt.Sprintf("--event-rate-limit-user-burst=%d", userBurst), fmt.Sprintf("--event-rate-limit-user-qps=%d", userQPS),
+		fmt.Sprintf("--event-rate-limit-max-reporters=%d", maxReporters),
+		// Buckets that refill within seconds, so idle reporters are
+		// forgotten quickly: the longest refill, the user's, is 10 s.
+		"--event-rate-limit-burst=2", "--event-rate-limit-qps=1",
+		"--event-rate-limit-update-burst=2", "--event-rate-limit-update-qps=1",
+		"--event-rate-limit-bytes-burst=1048576", "--event-rate-limit-bytes-qps=1048576",
+	}})
+	client := adminRawClient(t, server)
+	config := server.Config(t)
+	long := strings.Repeat("r", 16<<10)
+
+	var (
+		mu    sync.Mutex
+		codes = map[int]int{}
+		next  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= names; i = next.Add(1) {
+				r := client.send(t, request{method: http.MethodPost, path: coreEventsPath, contentType: contentJSON,
+					body: coreBody(fmt.Sprintf("hostile-%d", i), func(m map[string]any) {
+						m["source"] = map[string]any{"component": fmt.Sprintf("%d-%s", i, long), "host": long}
+					})})
+				mu.Lock()
+				codes[r.code]++
+				mu.Unlock()
+				if r.code >= 500 {
+					t.Errorf("write %d: %d %s", i, r.code, r.body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	reporters := metricValue(t, config, "event_apiserver_storm_reporters", nil)
+	memory := metricValue(t, config, "event_apiserver_storm_reporters_bytes", nil)
+	t.Logf("%d writes under distinct reporter names of 32 KiB in %s: %v; limiter holds %g entries, %g bytes",
+		names, elapsed.Round(time.Millisecond), codes, reporters, memory)
+	if allowed := userBurst + int(userQPS*elapsed.Seconds()) + 1; codes[http.StatusCreated] > allowed {
+		t.Errorf("%d accepted, over the user's budget of %d in %s", codes[http.StatusCreated], allowed, elapsed)
+	}
+	if codes[http.StatusCreated]+codes[http.StatusTooManyRequests] != names {
+		t.Errorf("answers %v, want only 201 and 429", codes)
+	}
+	if reporters > maxReporters || memory > maxReporters*entryLimit {
+		t.Errorf("limiter holds %g entries, %g bytes, want at most %d and %d", reporters, memory, maxReporters, maxReporters*entryLimit)
+	}
+
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 60*time.Second, true,
+		func(context.Context) (bool, error) {
+			return metricValue(t, config, "event_apiserver_storm_reporters", nil) == 0, nil
+		})
+	if err != nil {
+		t.Errorf("reporters gauge still %g a minute after the traffic stopped",
+			metricValue(t, config, "event_apiserver_storm_reporters", nil))
 	}
 }

@@ -17,6 +17,8 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
+	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
 )
@@ -52,6 +54,13 @@ type Options struct {
 	// SelfSignedCertDNSNames are added to the generated serving
 	// certificate, e.g. <service>.<namespace>.svc for an APIService.
 	SelfSignedCertDNSNames []string
+	// SelfSignedCertValidity is the generated leaf's lifetime; it is
+	// renewed once a third of it is left.
+	SelfSignedCertValidity time.Duration
+
+	// selfSigned is the generated serving certificate, when no
+	// --tls-cert-file is given; set by Config.
+	selfSigned *standalone.ServingCert
 }
 
 // EmbeddedEtcdOptions apply when no --etcd-servers are given.
@@ -60,6 +69,8 @@ type EmbeddedEtcdOptions struct {
 	ClientAddress          string
 	ProgressNotifyInterval time.Duration
 	ReadyTimeout           time.Duration
+	// QuotaBackendBytes is etcd's --quota-backend-bytes for the embedded etcd.
+	QuotaBackendBytes int64
 }
 
 func NewOptions() *Options {
@@ -91,6 +102,7 @@ func NewOptions() *Options {
 			ClientAddress:          "127.0.0.1:0",
 			ProgressNotifyInterval: 5 * time.Second,
 			ReadyTimeout:           time.Minute,
+			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
 		},
 		ServerRun:  serverRun,
 		Features:   features,
@@ -98,6 +110,8 @@ func NewOptions() *Options {
 		Storm:      storm.NewOptions(),
 		Audit:      genericoptions.NewAuditOptions(),
 		Logs:       logsapi.NewLoggingConfiguration(),
+
+		SelfSignedCertValidity: 365 * 24 * time.Hour,
 	}
 }
 
@@ -121,6 +135,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
 			"given, e.g. event-apiserver.event-apiserver.svc for an APIService.")
 
+	fs.DurationVar(&o.SelfSignedCertValidity, "self-signed-cert-validity", o.SelfSignedCertValidity,
+		"Lifetime of the self-signed serving certificate generated when no --tls-cert-file is given. It is "+
+			"signed by a CA kept in the certificate directory for 10 years, which the written kubeconfig trusts, "+
+			"and renewed at start-up and while running once a third of its lifetime is left.")
+
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd"))
@@ -141,6 +160,10 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ProgressNotifyInterval, "embedded-etcd-progress-notify-interval", o.ProgressNotifyInterval,
 		"How often the embedded etcd sends watch progress notifications, which advance the watch cache and "+
 			"clients' bookmarks while no Event changes. Used only without --etcd-servers.")
+	fs.Int64Var(&o.QuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.QuotaBackendBytes,
+		"Space quota of the embedded etcd's database (etcd's --quota-backend-bytes). Past it Event writes are "+
+			"refused with 503 until expired Events are compacted away, which the server does by itself. "+
+			"Used only without --etcd-servers.")
 }
 
 // Embedded reports whether the server runs its own etcd.
@@ -180,6 +203,9 @@ func (o *Options) Validate() error {
 	if _, err := ttl.Parse(o.EventTTLRules, o.EventTTL); err != nil {
 		errs = append(errs, err)
 	}
+	if o.SelfSignedCertValidity < time.Minute {
+		errs = append(errs, fmt.Errorf("--self-signed-cert-validity must be at least 1m"))
+	}
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
@@ -190,6 +216,21 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Storm.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	if o.Embedded() {
+		if o.Aggregated.Enabled {
+			// Replicas behind an APIService would each keep their own
+			// Events, and a pod restart would lose them all.
+			errs = append(errs, fmt.Errorf("--aggregated needs --etcd-servers: the embedded etcd is for a single standalone server"))
+		}
+		// The embedded etcd serves without authentication: anyone who
+		// reaches it can read and write every Event.
+		if host, _, err := net.SplitHostPort(o.EmbeddedEtcd.ClientAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address: %w", err))
+		} else if ip := netutils.ParseIPSloppy(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address must be a loopback address (the embedded etcd has no authentication), got %q", host))
+		}
+		if o.EmbeddedEtcd.QuotaBackendBytes <= 0 {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
+		}
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))
 		}

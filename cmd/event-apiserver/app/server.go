@@ -117,12 +117,16 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// fatal carries why the server stopped on its own, so that the process
+	// exits non-zero and a supervisor (Restart=on-failure) restarts it.
+	fatal := make(chan error, 1)
 	if o.Embedded() {
 		embedded, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
 			DataDir:                filepath.Join(o.DataDir, "etcd"),
 			ClientAddress:          o.EmbeddedEtcd.ClientAddress,
 			ProgressNotifyInterval: o.EmbeddedEtcd.ProgressNotifyInterval,
 			ReadyTimeout:           o.EmbeddedEtcd.ReadyTimeout,
+			QuotaBackendBytes:      o.EmbeddedEtcd.QuotaBackendBytes,
 		})
 		if err != nil {
 			return err
@@ -139,6 +143,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 			select {
 			case err := <-embedded.Err():
 				klog.ErrorS(err, "Embedded etcd failed, shutting down")
+				fatal <- fmt.Errorf("embedded etcd failed: %w", err)
 				cancel()
 			case <-ctx.Done():
 			}
@@ -157,6 +162,10 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	prepared := server.GenericAPIServer.PrepareRun()
+	if o.selfSigned != nil {
+		// Renewed while running too: the server reloads the files.
+		go o.selfSigned.Renew(ctx)
+	}
 
 	kubeconfig := ""
 	if !o.Aggregated.Enabled {
@@ -165,7 +174,13 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	go announceWhenReady(ctx, server.GenericAPIServer.LoopbackClientConfig, kubeconfig, out)
-	return prepared.RunWithContext(ctx)
+	runErr := prepared.RunWithContext(ctx)
+	select {
+	case err := <-fatal:
+		return err
+	default:
+		return runErr
+	}
 }
 
 // writeAdminKubeconfig hands the admin credentials to kubectl, trusting the
@@ -175,7 +190,13 @@ func (o *Options) writeAdminKubeconfig() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	caBundle, err := os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile)
+	// The self-signed CA, not the leaf, so that the kubeconfig keeps
+	// working when the leaf is renewed.
+	caFile := o.SecureServing.ServerCert.CertKey.CertFile
+	if o.selfSigned != nil {
+		caFile = o.selfSigned.CAFile()
+	}
+	caBundle, err := os.ReadFile(caFile)
 	if err != nil {
 		return "", fmt.Errorf("reading serving certificate: %w", err)
 	}
@@ -189,7 +210,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		alternateIPs = append(alternateIPs, ip)
 	}
-	if o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() {
+	if certKey := &o.SecureServing.ServerCert.CertKey; o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() {
 		// The generic secure server runs the controller and reloads the
 		// certificate whenever it changes.
 		provider, err := o.Aggregated.servingCert()
@@ -197,8 +218,18 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, err
 		}
 		o.SecureServing.ServerCert.GeneratedCert = provider
-	} else if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.SelfSignedCertDNSNames, alternateIPs); err != nil {
-		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+	} else if certKey.CertFile == "" && certKey.KeyFile == "" {
+		o.selfSigned = &standalone.ServingCert{
+			Dir:      o.SecureServing.ServerCert.CertDirectory,
+			Host:     "localhost",
+			DNSNames: o.SelfSignedCertDNSNames,
+			IPs:      alternateIPs,
+			Validity: o.SelfSignedCertValidity,
+		}
+		if _, err := o.selfSigned.Ensure(); err != nil {
+			return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+		}
+		certKey.CertFile, certKey.KeyFile = o.selfSigned.CertFile(), o.selfSigned.KeyFile()
 	}
 
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
@@ -235,6 +266,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, err
 	}
 	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter, ttlRules.NewRawStorage, etcdGate.Storage)
+	if !o.Embedded() {
+		serverConfig.AddReadyzChecks(etcdGate.SpaceCheck())
+	}
 	if o.Aggregated.Enabled {
 		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {
 			return nil, err
@@ -250,13 +284,19 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, err
 		}
 	}
-	// The storm limiter validates last, after the aggregated chain's
-	// NamespaceLifecycle and webhooks, right before a write reaches etcd.
+	// The storm limiter admits first, before the aggregated chain's
+	// webhooks, so that a throttled write costs no webhook call; it checks
+	// the size again in the validating phase, after them. It decides once
+	// per request, even when an update is retried on a conflict.
 	stormPlugin := storm.New(o.Storm.Config())
 	if serverConfig.AdmissionControl != nil {
-		serverConfig.AdmissionControl = admission.NewChainHandler(serverConfig.AdmissionControl, stormPlugin)
+		serverConfig.AdmissionControl = admission.NewChainHandler(stormPlugin, serverConfig.AdmissionControl)
 	} else {
 		serverConfig.AdmissionControl = stormPlugin
+	}
+	buildChain := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
+		return buildChain(storm.WithChargeMemo(api), c)
 	}
 
 	return &apiserver.Config{

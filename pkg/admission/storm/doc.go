@@ -27,15 +27,21 @@
 // reportingInstance when set (every events.k8s.io/v1 Event, and core/v1
 // Events from tools/record, which copies source.component and source.host
 // there), else source.component and source.host (older core/v1 writers),
-// else the authenticated user. Metrics label reporters by controller name
-// only, from a set of at most 100 names.
+// else the authenticated user. The names are the client's, unbounded in
+// core/v1, so the key is a fixed-size hash of them and of the authenticated
+// user, and every write also spends its user's own budget, checked first
+// (kube's EventRateLimit has a User limit type for this): rotating names
+// mints no fresh bursts, and the limiter's memory is bounded in bytes.
+// Metrics label reporters by controller name only, at most 100 at once; an
+// idle one gives its place to a new one.
 //
 // # Where it runs
 //
-// The plugin validates: it runs after decoding and the registry's own
-// validation, right before the write reaches etcd, so an invalid Event costs
-// no token and a refused one costs no etcd round trip. Reads are never
-// limited. Without --aggregated there is no priority and fairness (its
+// The plugin charges in the mutating phase, first in the admission chain,
+// so a refused write costs no webhook call and no etcd round trip, once per
+// request (WithChargeMemo: an update retried on a conflict runs admission
+// again); it checks the size again in the validating phase, after the
+// webhooks. Reads are never limited. Without --aggregated there is no priority and fairness (its
 // configuration lives in kube-apiserver) and the generic server's
 // max-in-flight filter applies instead, with separate pools:
 // --max-requests-inflight (400) for reads, --max-mutating-requests-inflight

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Limit is a token bucket's shape: QPS tokens a second, up to Burst saved.
@@ -36,24 +37,34 @@ func newBucket(l Limit, now time.Time) bucket {
 
 // take spends one token, or says how long until one is there.
 func (b *bucket) take(l Limit, now time.Time) (bool, time.Duration) {
+	return b.takeN(l, 1, now)
+}
+
+// takeN spends n tokens, or says how long until they are there. n is
+// capped at the burst, so that a write larger than the byte burst waits
+// for a full bucket rather than for ever.
+func (b *bucket) takeN(l Limit, n float64, now time.Time) (bool, time.Duration) {
 	if !l.enabled() {
 		return true, 0
 	}
+	n = math.Min(n, float64(l.Burst))
 	if elapsed := now.Sub(b.stamp); elapsed > 0 {
 		b.tokens = math.Min(float64(l.Burst), b.tokens+elapsed.Seconds()*l.QPS)
 		b.stamp = now
 	}
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.tokens >= n {
+		b.tokens -= n
 		return true, 0
 	}
-	return false, time.Duration((1 - b.tokens) / l.QPS * float64(time.Second))
+	return false, time.Duration((n - b.tokens) / l.QPS * float64(time.Second))
 }
 
 // refund gives back a token spent on a write that another bucket refused.
-func (b *bucket) refund(l Limit) {
+func (b *bucket) refund(l Limit) { b.refundN(l, 1) }
+
+func (b *bucket) refundN(l Limit, n float64) {
 	if l.enabled() {
-		b.tokens = math.Min(float64(l.Burst), b.tokens+1)
+		b.tokens = math.Min(float64(l.Burst), b.tokens+math.Min(n, float64(l.Burst)))
 	}
 }
 
@@ -80,6 +91,13 @@ type limiterConfig struct {
 	Reporter [numOperations]Limit
 	// Global bounds all Event writes together.
 	Global Limit
+	// ReporterBytes and GlobalBytes bound the bytes written (Burst and QPS
+	// count bytes), per reporter and all together: the request budgets
+	// alone let large Events fill etcd's quota.
+	ReporterBytes, GlobalBytes Limit
+	// User bounds all writes of one authenticated user, whatever reporter
+	// names it uses, in front of the reporters' own budgets.
+	User Limit
 	// MaxReporters bounds the reporters remembered at once; beyond it the
 	// least recently seen is forgotten (and starts again with a full
 	// bucket if it comes back).
@@ -90,7 +108,10 @@ type limiterConfig struct {
 type reporterState struct {
 	key     string
 	buckets [numOperations]bucket
-	seen    time.Time
+	bytes   bucket
+	// user is the user's bucket, in a user's own state only.
+	user bucket
+	seen time.Time
 }
 
 // verdict is the limiter's answer for one write.
@@ -98,8 +119,12 @@ type verdict struct {
 	allowed bool
 	// retryAfter is how long until the refusing bucket has a token.
 	retryAfter time.Duration
-	// global is true when the global bucket refused.
+	// global is true when a global bucket refused.
 	global bool
+	// bytes is true when a byte bucket refused.
+	bytes bool
+	// user is true when the user's bucket refused.
+	user bool
 	// reporters is how many reporters the limiter remembers afterwards.
 	reporters int
 }
@@ -114,9 +139,10 @@ type limiter struct {
 	idle time.Duration
 	now  func() time.Time
 
-	mu        sync.Mutex
-	global    bucket
-	reporters map[string]*list.Element
+	mu          sync.Mutex
+	global      bucket
+	globalBytes bucket
+	reporters   map[string]*list.Element
 	// lru holds *reporterState, most recently seen first.
 	lru *list.List
 }
@@ -126,42 +152,72 @@ func newLimiter(config limiterConfig, now func() time.Time) *limiter {
 	for _, l := range config.Reporter {
 		idle = max(idle, l.refillTime())
 	}
+	idle = max(idle, config.ReporterBytes.refillTime(), config.User.refillTime())
 	return &limiter{
-		config:    config,
-		idle:      idle,
-		now:       now,
-		global:    newBucket(config.Global, now()),
-		reporters: map[string]*list.Element{},
-		lru:       list.New(),
+		config:      config,
+		idle:        idle,
+		now:         now,
+		global:      newBucket(config.Global, now()),
+		globalBytes: newBucket(config.GlobalBytes, now()),
+		reporters:   map[string]*list.Element{},
+		lru:         list.New(),
 	}
 }
 
 // allow spends a token of the reporter's bucket for op and one of the global
-// bucket, or neither.
-func (l *limiter) allow(key string, op operation) verdict {
+// bucket, and size bytes of the reporter's and the global byte buckets, or
+// nothing.
+func (l *limiter) allow(userKey, key string, op operation, size int) verdict {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := l.take(key, op, now)
+	v := l.take(userKey, key, op, float64(size), now)
 	l.expire(now)
 	v.reporters = l.lru.Len()
 	return v
 }
 
-func (l *limiter) take(key string, op operation, now time.Time) verdict {
-	limit := l.config.Reporter[op]
-	var state *reporterState
-	if limit.enabled() {
-		state = l.touch(key, now)
-		if ok, wait := state.buckets[op].take(limit, now); !ok {
-			return verdict{retryAfter: wait}
+func (l *limiter) take(userKey, key string, op operation, size float64, now time.Time) verdict {
+	// Each bucket that agreed is refunded if a later one refuses.
+	var refunds []func()
+	refuse := func(v verdict) verdict {
+		for _, r := range refunds {
+			r()
 		}
+		return v
+	}
+	// The user's bucket first: a user out of budget is refused before its
+	// reporter names are even remembered.
+	if userLimit := l.config.User; userLimit.enabled() {
+		userState := l.touch(userKey, now)
+		if ok, wait := userState.user.take(userLimit, now); !ok {
+			return verdict{retryAfter: wait, user: true}
+		}
+		refunds = append(refunds, func() { userState.user.refund(userLimit) })
+	}
+	limit, bytesLimit := l.config.Reporter[op], l.config.ReporterBytes
+	var state *reporterState
+	if limit.enabled() || bytesLimit.enabled() {
+		state = l.touch(key, now)
+	}
+	if limit.enabled() {
+		if ok, wait := state.buckets[op].take(limit, now); !ok {
+			return refuse(verdict{retryAfter: wait})
+		}
+		refunds = append(refunds, func() { state.buckets[op].refund(limit) })
+	}
+	if bytesLimit.enabled() {
+		if ok, wait := state.bytes.takeN(bytesLimit, size, now); !ok {
+			return refuse(verdict{retryAfter: wait, bytes: true})
+		}
+		refunds = append(refunds, func() { state.bytes.refundN(bytesLimit, size) })
 	}
 	if ok, wait := l.global.take(l.config.Global, now); !ok {
-		if state != nil {
-			state.buckets[op].refund(limit)
-		}
-		return verdict{retryAfter: wait, global: true}
+		return refuse(verdict{retryAfter: wait, global: true})
+	}
+	refunds = append(refunds, func() { l.global.refund(l.config.Global) })
+	if ok, wait := l.globalBytes.takeN(l.config.GlobalBytes, size, now); !ok {
+		return refuse(verdict{retryAfter: wait, global: true, bytes: true})
 	}
 	return verdict{allowed: true}
 }
@@ -178,6 +234,8 @@ func (l *limiter) touch(key string, now time.Time) *reporterState {
 	for op, limit := range l.config.Reporter {
 		state.buckets[op] = newBucket(limit, now)
 	}
+	state.bytes = newBucket(l.config.ReporterBytes, now)
+	state.user = newBucket(l.config.User, now)
 	l.reporters[key] = l.lru.PushFront(state)
 	return state
 }
@@ -200,4 +258,20 @@ func (l *limiter) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lru.Len()
+}
+
+// entryBytes is the memory one remembered reporter (or user) takes: its
+// state, its list element, its key (fixed size: keys are hashes) and its
+// map entry (key header and pointer, with Go's map overhead rounded up).
+const entryBytes = int(unsafe.Sizeof(reporterState{})) + int(unsafe.Sizeof(list.Element{})) + keySize + 64
+
+// sweep forgets idle reporters now, without a write, and returns how many
+// are left and their memory: the metrics fall when traffic stops. The
+// memory is at most MaxReporters x entryBytes.
+func (l *limiter) sweep() (reporters, bytes int) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expire(now)
+	return l.lru.Len(), l.lru.Len() * entryBytes
 }

@@ -2,8 +2,13 @@ package storm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 )
 
 // fakeClock is a settable clock for the limiter.
@@ -95,7 +100,7 @@ func TestLimiter(t *testing.T) {
 			l := newLimiter(tc.config, clock.now)
 			for i, s := range tc.steps {
 				clock.step(s.advance)
-				got := l.allow(s.key, s.op)
+				got := l.allow("user", s.key, s.op, 1)
 				if got.allowed != s.want.allowed || got.global != s.want.global ||
 					(s.want.retryAfter != 0 && (got.retryAfter-s.want.retryAfter).Abs() > time.Millisecond) {
 					t.Errorf("step %d (%s %s): got %+v, want %+v", i, s.key, s.op, got, s.want)
@@ -113,18 +118,18 @@ func TestLimiterForgetsIdleReporters(t *testing.T) {
 		MaxReporters: 1000,
 	}, clock.now)
 	for i := range 100 {
-		l.allow(fmt.Sprintf("node-%d", i), opCreate)
+		l.allow("user", fmt.Sprintf("node-%d", i), opCreate, 1)
 	}
 	if got := l.size(); got != 100 {
 		t.Fatalf("remembered %d reporters, want 100", got)
 	}
 	clock.step(9 * time.Second)
-	if v := l.allow("node-0", opCreate); v.reporters != 100 {
+	if v := l.allow("user", "node-0", opCreate, 1); v.reporters != 100 {
 		t.Errorf("after 9s: %d reporters, want all 100 (none full yet)", v.reporters)
 	}
 	clock.step(time.Second)
 	// Everyone but node-0 has been idle for 10s: full, so forgotten.
-	if v := l.allow("node-0", opCreate); v.reporters != 1 {
+	if v := l.allow("user", "node-0", opCreate, 1); v.reporters != 1 {
 		t.Errorf("after 10s: %d reporters, want 1", v.reporters)
 	}
 }
@@ -133,16 +138,16 @@ func TestLimiterBoundsReporters(t *testing.T) {
 	clock := newFakeClock()
 	l := newLimiter(limiterConfig{Reporter: reporterLimits(limitOf(1, 1), noLimit()), MaxReporters: 3}, clock.now)
 	for _, key := range []string{"a", "b", "c", "d"} {
-		if v := l.allow(key, opCreate); !v.allowed || v.reporters > 3 {
+		if v := l.allow("user", key, opCreate, 1); !v.allowed || v.reporters > 3 {
 			t.Fatalf("%s: %+v", key, v)
 		}
 	}
 	// a was the least recently seen: forgotten, it starts with a full bucket.
-	if v := l.allow("a", opCreate); !v.allowed {
+	if v := l.allow("user", "a", opCreate, 1); !v.allowed {
 		t.Errorf("a after eviction: %+v, want allowed", v)
 	}
 	// d is remembered and has no token left.
-	if v := l.allow("d", opCreate); v.allowed {
+	if v := l.allow("user", "d", opCreate, 1); v.allowed {
 		t.Errorf("d: %+v, want refused", v)
 	}
 }
@@ -177,6 +182,151 @@ func BenchmarkLimiter(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		l.allow(keys[i%len(keys)], opCreate)
+		l.allow("user", keys[i%len(keys)], opCreate, 600)
+	}
+}
+
+// TestLimiterByteBudget: large Events spend the byte budgets, per reporter
+// and global, even while the request budgets have room; a refused write
+// spends nothing.
+func TestLimiterByteBudget(t *testing.T) {
+	type step struct {
+		advance time.Duration
+		key     string
+		size    int
+		want    verdict
+	}
+	ok := verdict{allowed: true}
+	cases := []struct {
+		name   string
+		config limiterConfig
+		steps  []step
+	}{
+		{
+			name: "reporter bytes",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(100, 100), noLimit()),
+				ReporterBytes: limitOf(1000, 3000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 2000, want: ok},
+				{key: "a", size: 2000, want: verdict{bytes: true, retryAfter: time.Second}},
+				// Another reporter has its own bytes.
+				{key: "b", size: 2000, want: ok},
+				{advance: time.Second, key: "a", size: 2000, want: ok},
+			},
+		},
+		{
+			name: "global bytes",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(100, 100), noLimit()),
+				GlobalBytes: limitOf(1000, 3000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 2000, want: ok},
+				{key: "b", size: 2000, want: verdict{global: true, bytes: true, retryAfter: time.Second}},
+				{advance: time.Second, key: "b", size: 2000, want: ok},
+			},
+		},
+		{
+			name:   "an Event over the burst waits for a full bucket",
+			config: limiterConfig{ReporterBytes: limitOf(1000, 3000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 5000, want: ok},
+				{key: "a", size: 1, want: verdict{bytes: true, retryAfter: time.Millisecond}},
+				{advance: 3 * time.Second, key: "a", size: 5000, want: ok},
+			},
+		},
+		{
+			name: "refused by bytes, the request token is refunded",
+			config: limiterConfig{Reporter: reporterLimits(limitOf(0.001, 1), noLimit()),
+				GlobalBytes: limitOf(1000, 1000), MaxReporters: 10},
+			steps: []step{
+				{key: "a", size: 1000, want: ok},
+				{key: "b", size: 1000, want: verdict{global: true, bytes: true, retryAfter: time.Second}},
+				{advance: time.Second, key: "b", size: 1000, want: ok},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			l := newLimiter(tc.config, clock.now)
+			for i, s := range tc.steps {
+				clock.step(s.advance)
+				got := l.allow("user", s.key, opCreate, s.size)
+				if got.allowed != s.want.allowed || got.global != s.want.global || got.bytes != s.want.bytes ||
+					(s.want.retryAfter != 0 && (got.retryAfter-s.want.retryAfter).Abs() > time.Millisecond) {
+					t.Errorf("step %d (%s, %d bytes): got %+v, want %+v", i, s.key, s.size, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// TestLimiterUserBudget: one user rotating reporter names gets no fresh
+// bursts; another user is not affected.
+func TestLimiterUserBudget(t *testing.T) {
+	clock := newFakeClock()
+	l := newLimiter(limiterConfig{
+		Reporter:     reporterLimits(limitOf(1, 10), noLimit()),
+		User:         limitOf(1, 20),
+		MaxReporters: 100_000,
+	}, clock.now)
+	accepted := 0
+	for i := range 1000 {
+		if l.allow("mallory", fmt.Sprintf("instance-%d", i), opCreate, 1).allowed {
+			accepted++
+		}
+	}
+	if accepted != 20 {
+		t.Errorf("%d writes under 1000 reporter names accepted, want the user's burst, 20", accepted)
+	}
+	if v := l.allow("alice", "alice-controller", opCreate, 1); !v.allowed {
+		t.Errorf("another user refused: %+v", v)
+	}
+	if v := l.allow("mallory", "instance-x", opCreate, 1); v.allowed || !v.user {
+		t.Errorf("mallory: %+v, want refused by the user budget", v)
+	}
+}
+
+// TestLimiterMemoryIsBounded: thousands of distinct names of 128 KiB from
+// one user. With the user budget on, the names are not even remembered
+// past the user's burst; with it off, the limiter keeps at most
+// MaxReporters fixed-size entries. Idle, it forgets them all.
+func TestLimiterMemoryIsBounded(t *testing.T) {
+	const maxReporters, names = 1000, 3000
+	long := strings.Repeat("x", 64<<10)
+	mallory := &user.DefaultInfo{Name: "mallory"}
+	for _, tc := range []struct {
+		name        string
+		user        Limit
+		wantEntries int
+	}{
+		{name: "user budget on", user: limitOf(1, 20), wantEntries: 21},
+		{name: "user budget off", user: noLimit(), wantEntries: maxReporters},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			p := New(Config{Create: limitOf(1, 10), Update: limitOf(1, 10), User: tc.user,
+				MaxReporters: maxReporters, Now: clock.now})
+			accepted := 0
+			for i := range names {
+				event := &core.Event{Source: core.EventSource{Component: long + fmt.Sprint(i), Host: long}}
+				r := reporterOf(event, mallory)
+				if p.limiter.allow(r.userKey, r.key, opCreate, 100).allowed {
+					accepted++
+				}
+			}
+			n, bytes := p.limiter.sweep()
+			t.Logf("%d reporter names of 128 KiB: %d entries, %d bytes (%d a entry, bound %d); %d writes accepted",
+				names, n, bytes, entryBytes, maxReporters*entryBytes, accepted)
+			if n != tc.wantEntries || bytes > maxReporters*entryBytes {
+				t.Errorf("%d entries, %d bytes, want %d and at most %d", n, bytes, tc.wantEntries, maxReporters*entryBytes)
+			}
+			if tc.user.enabled() && accepted > tc.user.Burst {
+				t.Errorf("%d accepted, want at most the user's burst, %d", accepted, tc.user.Burst)
+			}
+			clock.step(time.Minute)
+			if n, bytes := p.limiter.sweep(); n != 0 || bytes != 0 {
+				t.Errorf("after a minute idle: %d entries, %d bytes, want none", n, bytes)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package storm
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -42,21 +43,62 @@ var (
 		},
 		[]string{"operation"},
 	)
-	reportersGauge = metrics.NewGauge(
-		&metrics.GaugeOpts{
-			Namespace:      "event_apiserver",
-			Subsystem:      "storm",
-			Name:           "reporters",
-			Help:           "Reporters whose token buckets the storm limiter holds in memory.",
-			StabilityLevel: metrics.ALPHA,
-		},
-	)
 )
+
+// The gauges are computed at scrape time, after idle reporters have been
+// forgotten, so that they fall when traffic stops.
+var (
+	reportersDesc = metrics.NewDesc("event_apiserver_storm_reporters",
+		"Reporters (and users) whose token buckets the storm limiter holds in memory.",
+		nil, nil, metrics.ALPHA, "")
+	reportersBytesDesc = metrics.NewDesc("event_apiserver_storm_reporters_bytes",
+		"Memory the storm limiter's remembered reporters take, in bytes; at most "+
+			"--event-rate-limit-max-reporters times a fixed entry size.",
+		nil, nil, metrics.ALPHA, "")
+)
+
+type limiterCollector struct{ metrics.BaseStableCollector }
+
+func (limiterCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- reportersDesc
+	ch <- reportersBytesDesc
+}
+
+func (limiterCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	n, b := sweepCurrent()
+	ch <- metrics.NewLazyConstMetric(reportersDesc, metrics.GaugeValue, float64(n))
+	ch <- metrics.NewLazyConstMetric(reportersBytesDesc, metrics.GaugeValue, float64(b))
+}
+
+// current is the limiter of the last plugin built, the one the gauges read.
+var current atomic.Pointer[limiter]
+
+func sweepCurrent() (int, int) {
+	if l := current.Load(); l != nil {
+		return l.sweep()
+	}
+	return 0, 0
+}
+
+// throttleLimits are the values of throttled_total's limit label.
+var throttleLimits = []string{"reporter", "global", "reporter_bytes", "global_bytes", "user"}
+
+// forgetClass deletes the series of a reporter label value that has been
+// reclaimed for another name.
+func forgetClass(class string) {
+	for _, op := range []operation{opCreate, opUpdate} {
+		acceptedTotal.Delete(map[string]string{"operation": op.String(), "reporter": class})
+		for _, limit := range throttleLimits {
+			throttledTotal.Delete(map[string]string{"operation": op.String(), "reporter": class, "limit": limit})
+		}
+	}
+}
 
 var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(acceptedTotal, throttledTotal, oversizeTotal, reportersGauge)
+		legacyregistry.MustRegister(acceptedTotal, throttledTotal, oversizeTotal)
+		legacyregistry.CustomMustRegister(&limiterCollector{})
 	})
 }

@@ -32,37 +32,76 @@ import (
 // A reporter that must go faster (the scheduler of a very large cluster
 // binding more than 10 pods a second for minutes) needs larger values.
 const (
-	DefaultCreateQPS    = 10
-	DefaultCreateBurst  = 1000
-	DefaultUpdateQPS    = 20
-	DefaultUpdateBurst  = 2000
-	DefaultGlobalQPS    = 1000
-	DefaultGlobalBurst  = 5000
+	DefaultCreateQPS   = 10
+	DefaultCreateBurst = 1000
+	DefaultUpdateQPS   = 20
+	DefaultUpdateBurst = 2000
+	DefaultGlobalQPS   = 1000
+	DefaultGlobalBurst = 5000
+
+	// The byte budgets keep the steady state inside etcd's default 2 GiB
+	// quota (--embedded-etcd-quota-backend-bytes) for the default one-hour
+	// --event-ttl. An Event stays in etcd for up to the TTL, plus the lease
+	// manager's reuse window (60 s), plus up to one compaction interval
+	// (300 s) for its old revisions: about 4,020 s. At the global rate that
+	// is 256 KiB x 4,020 s + a 64 MiB burst = 1,069 MiB, half the quota;
+	// the other half is bbolt's page overhead and the free pages that
+	// accumulate between defragmentations. A reporter gets an eighth of
+	// the global rate, and a burst of 8 MiB (eight maximal Events).
+	// With a smaller quota or a longer TTL, scale DefaultGlobalBytesQPS by
+	// quota / 2 GiB x 3,600 s / TTL.
+	DefaultGlobalBytesQPS     = 256 << 10
+	DefaultGlobalBytesBurst   = 64 << 20
+	DefaultReporterBytesQPS   = 32 << 10
+	DefaultReporterBytesBurst = 8 << 20
+
+	// Each authenticated user's budget, all its reporters together, so that
+	// a client rotating reportingInstance or source.host mints no fresh
+	// bursts. kube-controller-manager is one user for a few dozen
+	// controllers and the busiest legitimate one: 100 writes a second and a
+	// burst of 5,000 (the global burst) cover a large rollout. Kubelets and
+	// schedulers each have their own user.
+	DefaultUserQPS      = 100
+	DefaultUserBurst    = 5000
 	DefaultMaxReporters = 10000
 )
 
 // Options are the storm limiter's flags.
 type Options struct {
-	CreateQPS     float64
-	CreateBurst   int
-	UpdateQPS     float64
-	UpdateBurst   int
-	GlobalQPS     float64
-	GlobalBurst   int
-	MaxReporters  int
-	MaxEventBytes int64
+	CreateQPS   float64
+	CreateBurst int
+	UpdateQPS   float64
+	UpdateBurst int
+	GlobalQPS   float64
+	GlobalBurst int
+	// Byte budgets: bytes a second and burst in bytes, of stored size.
+	GlobalBytesQPS     float64
+	GlobalBytesBurst   int
+	ReporterBytesQPS   float64
+	ReporterBytesBurst int
+	UserQPS            float64
+	UserBurst          int
+	MaxReporters       int
+	MaxEventBytes      int64
 }
 
 func NewOptions() *Options {
 	return &Options{
-		CreateQPS:     DefaultCreateQPS,
-		CreateBurst:   DefaultCreateBurst,
-		UpdateQPS:     DefaultUpdateQPS,
-		UpdateBurst:   DefaultUpdateBurst,
-		GlobalQPS:     DefaultGlobalQPS,
-		GlobalBurst:   DefaultGlobalBurst,
-		MaxReporters:  DefaultMaxReporters,
-		MaxEventBytes: DefaultMaxEventBytes,
+		CreateQPS:   DefaultCreateQPS,
+		CreateBurst: DefaultCreateBurst,
+		UpdateQPS:   DefaultUpdateQPS,
+		UpdateBurst: DefaultUpdateBurst,
+		GlobalQPS:   DefaultGlobalQPS,
+		GlobalBurst: DefaultGlobalBurst,
+
+		GlobalBytesQPS:     DefaultGlobalBytesQPS,
+		GlobalBytesBurst:   DefaultGlobalBytesBurst,
+		ReporterBytesQPS:   DefaultReporterBytesQPS,
+		ReporterBytesBurst: DefaultReporterBytesBurst,
+		UserQPS:            DefaultUserQPS,
+		UserBurst:          DefaultUserBurst,
+		MaxReporters:       DefaultMaxReporters,
+		MaxEventBytes:      DefaultMaxEventBytes,
 	}
 }
 
@@ -86,6 +125,20 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxReporters, "event-rate-limit-max-reporters", o.MaxReporters,
 		"Reporters whose budgets are remembered at once. Idle reporters are forgotten once their "+
 			"budgets are full again; beyond this many, the least recently seen are forgotten first.")
+	fs.Float64Var(&o.GlobalBytesQPS, "event-rate-limit-global-bytes-qps", o.GlobalBytesQPS,
+		"Bytes of Events (stored size) all writes together may add a second, so that the steady state stays "+
+			"inside etcd's quota within one --event-ttl (see docs/operations.md for the arithmetic). 0 disables it.")
+	fs.IntVar(&o.GlobalBytesBurst, "event-rate-limit-global-bytes-burst", o.GlobalBytesBurst,
+		"Bytes of Events all writes together may add at once.")
+	fs.Float64Var(&o.ReporterBytesQPS, "event-rate-limit-bytes-qps", o.ReporterBytesQPS,
+		"Bytes of Events (stored size) each reporter may add a second. 0 disables it.")
+	fs.IntVar(&o.ReporterBytesBurst, "event-rate-limit-bytes-burst", o.ReporterBytesBurst,
+		"Bytes of Events each reporter may add at once.")
+	fs.Float64Var(&o.UserQPS, "event-rate-limit-user-qps", o.UserQPS,
+		"Event writes a second each authenticated user may make, all its reporters together, so that "+
+			"inventing reporter names gains nothing. 0 disables it.")
+	fs.IntVar(&o.UserBurst, "event-rate-limit-user-burst", o.UserBurst,
+		"Event writes each authenticated user may make at once.")
 	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", o.MaxEventBytes,
 		"Largest Event accepted, measured as stored in etcd (core/v1 protobuf); larger creates and "+
 			"updates get 413. Keep it under etcd's --max-request-bytes (1.5 MiB by default). 0 disables the limit.")
@@ -104,6 +157,9 @@ func (o *Options) Validate() []error {
 	check("event-rate-limit", o.CreateQPS, o.CreateBurst)
 	check("event-rate-limit-update", o.UpdateQPS, o.UpdateBurst)
 	check("event-rate-limit-global", o.GlobalQPS, o.GlobalBurst)
+	check("event-rate-limit-global-bytes", o.GlobalBytesQPS, o.GlobalBytesBurst)
+	check("event-rate-limit-bytes", o.ReporterBytesQPS, o.ReporterBytesBurst)
+	check("event-rate-limit-user", o.UserQPS, o.UserBurst)
 	if o.MaxReporters < 1 {
 		errs = append(errs, fmt.Errorf("--event-rate-limit-max-reporters must be at least 1"))
 	}
@@ -119,6 +175,9 @@ func (o *Options) Config() Config {
 		Create:        Limit{QPS: o.CreateQPS, Burst: o.CreateBurst},
 		Update:        Limit{QPS: o.UpdateQPS, Burst: o.UpdateBurst},
 		Global:        Limit{QPS: o.GlobalQPS, Burst: o.GlobalBurst},
+		GlobalBytes:   Limit{QPS: o.GlobalBytesQPS, Burst: o.GlobalBytesBurst},
+		ReporterBytes: Limit{QPS: o.ReporterBytesQPS, Burst: o.ReporterBytesBurst},
+		User:          Limit{QPS: o.UserQPS, Burst: o.UserBurst},
 		MaxReporters:  o.MaxReporters,
 		MaxEventBytes: o.MaxEventBytes,
 	}

@@ -35,6 +35,12 @@ type Config struct {
 	Create, Update Limit
 	// Global is the budget of all Event writes together.
 	Global Limit
+	// ReporterBytes and GlobalBytes are budgets of bytes written (stored
+	// size), per reporter and all together.
+	ReporterBytes, GlobalBytes Limit
+	// User is each authenticated user's budget of writes, all its
+	// reporters together.
+	User Limit
 	// MaxReporters bounds the reporters remembered at once.
 	MaxReporters int
 	// MaxEventBytes bounds an Event's stored size; zero or less: no bound.
@@ -51,50 +57,116 @@ func New(c Config) *Plugin {
 	if now == nil {
 		now = time.Now
 	}
+	l := newLimiter(limiterConfig{
+		Reporter:      [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
+		Global:        c.Global,
+		ReporterBytes: c.ReporterBytes,
+		GlobalBytes:   c.GlobalBytes,
+		User:          c.User,
+		MaxReporters:  c.MaxReporters,
+	}, now)
+	current.Store(l)
 	return &Plugin{
-		Handler: admission.NewHandler(admission.Create, admission.Update),
-		limiter: newLimiter(limiterConfig{
-			Reporter:     [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
-			Global:       c.Global,
-			MaxReporters: c.MaxReporters,
-		}, now),
-		classes:       newClasses(),
+		Handler:       admission.NewHandler(admission.Create, admission.Update),
+		limiter:       l,
+		classes:       newClasses(now, forgetClass),
 		maxEventBytes: c.MaxEventBytes,
 	}
 }
 
-// Validate refuses an oversize Event with 413; then it spends the reporter's
-// and the global token for the write, or refuses it with 429 and
-// Retry-After. Dry runs are checked for size only: they never reach etcd.
-func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+var _ admission.MutationInterface = &Plugin{}
+
+// event is the Event a write of the plugin's concern carries, and its
+// operation.
+func eventOf(a admission.Attributes) (*core.Event, operation, bool) {
 	if !eventResources[a.GetResource().GroupResource()] || a.GetSubresource() != "" {
-		return nil
+		return nil, 0, false
 	}
 	event, ok := a.GetObject().(*core.Event)
 	if !ok {
+		return nil, 0, false
+	}
+	if a.GetOperation() == admission.Update {
+		return event, opUpdate, true
+	}
+	return event, opCreate, true
+}
+
+// Admit runs first in the admission chain, in its mutating phase, so that
+// a throttled write is refused before any webhook is called: a storm must
+// not become a storm of webhook calls. It refuses an oversize Event with
+// 413; then it spends the reporter's and the global tokens for the write,
+// or refuses it with 429 and Retry-After. The decision is taken once per
+// request (see WithChargeMemo): an update retried on a conflict runs
+// admission again, and is not charged again. Dry runs are checked for
+// size only: they never reach etcd.
+func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	event, op, ok := eventOf(a)
+	if !ok {
 		return nil
 	}
-	op := opCreate
-	if a.GetOperation() == admission.Update {
-		op = opUpdate
-	}
-	if err := checkSize(event, p.maxEventBytes); err != nil {
+	size, err := checkSize(event, p.maxEventBytes)
+	if err != nil {
 		oversizeTotal.WithLabelValues(op.String()).Inc()
 		return err
 	}
 	if a.IsDryRun() {
 		return nil
 	}
+	memo, _ := ctx.Value(memoKey{}).(*chargeMemo)
+	if memo == nil {
+		return p.charge(event, op, size, a)
+	}
+	memo.mu.Lock()
+	defer memo.mu.Unlock()
+	if !memo.decided {
+		memo.err, memo.decided = p.charge(event, op, size, a), true
+	}
+	return memo.err
+}
+
+// Validate checks the size again after the mutating webhooks, which may
+// have grown the Event.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	event, op, ok := eventOf(a)
+	if !ok {
+		return nil
+	}
+	if _, err := checkSize(event, p.maxEventBytes); err != nil {
+		oversizeTotal.WithLabelValues(op.String()).Inc()
+		return err
+	}
+	return nil
+}
+
+// charge spends the write's tokens, or says why not.
+func (p *Plugin) charge(event *core.Event, op operation, size int, a admission.Attributes) error {
 	r := reporterOf(event, a.GetUserInfo())
 	class := p.classes.of(r.controller)
-	v := p.limiter.allow(r.key, op)
-	reportersGauge.Set(float64(v.reporters))
+	v := p.limiter.allow(r.userKey, r.key, op, size)
 	if v.allowed {
 		acceptedTotal.WithLabelValues(op.String(), class).Inc()
 		return nil
 	}
 	seconds := retryAfterSeconds(v.retryAfter)
-	if v.global {
+	switch {
+	case v.user:
+		throttledTotal.WithLabelValues(op.String(), class, "user").Inc()
+		return apierrors.NewTooManyRequests(fmt.Sprintf(
+			"user %q is over its budget of %g Event writes a second (burst %d), whatever the reporter, retry after %ds",
+			a.GetUserInfo().GetName(), p.limiter.config.User.QPS, p.limiter.config.User.Burst, seconds), seconds)
+	case v.global && v.bytes:
+		throttledTotal.WithLabelValues(op.String(), class, "global_bytes").Inc()
+		return apierrors.NewTooManyRequests(fmt.Sprintf(
+			"Event writes are over the server's budget of %g bytes a second, retry after %ds",
+			p.limiter.config.GlobalBytes.QPS, seconds), seconds)
+	case v.bytes:
+		throttledTotal.WithLabelValues(op.String(), class, "reporter_bytes").Inc()
+		limit := p.limiter.config.ReporterBytes
+		return apierrors.NewTooManyRequests(fmt.Sprintf(
+			"reporter %q is over its budget of %g bytes of Events a second (burst %d), retry after %ds",
+			r, limit.QPS, limit.Burst, seconds), seconds)
+	case v.global:
 		throttledTotal.WithLabelValues(op.String(), class, "global").Inc()
 		return apierrors.NewTooManyRequests(fmt.Sprintf(
 			"Event writes are over the server's budget of %g a second, retry after %ds",

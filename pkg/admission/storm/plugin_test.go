@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestPluginThrottles(t *testing.T) {
 	})
 	ctx := context.Background()
 	validate := func(e *core.Event, op admission.Operation, gvr schema.GroupVersionResource, dryRun bool) error {
-		return p.Validate(ctx, attrs(e, op, gvr, dryRun), nil)
+		return p.Admit(ctx, attrs(e, op, gvr, dryRun), nil)
 	}
 
 	// Two creates from node-1 through either API are its burst.
@@ -83,7 +84,7 @@ func TestPluginThrottles(t *testing.T) {
 	if seconds, ok := apierrors.SuggestsClientDelay(err); !ok || seconds != 1 {
 		t.Errorf("retry after %d (%v), want 1s", seconds, ok)
 	}
-	if msg := err.Error(); !strings.Contains(msg, `reporter "controller/kubelet/node-1"`) {
+	if msg := err.Error(); !strings.Contains(msg, `reporter "kubelet/node-1 (user system:node:n1)"`) {
 		t.Errorf("message %q does not name the reporter", msg)
 	}
 	// Another node is not affected, and node-1's series still counts.
@@ -104,7 +105,7 @@ func TestPluginIgnoresOtherRequests(t *testing.T) {
 	ctx := context.Background()
 	other := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	for i := range 3 {
-		if err := p.Validate(ctx, attrs(kubeletEvent(fmt.Sprint(i), "n"), admission.Create, other, false), nil); err != nil {
+		if err := p.Admit(ctx, attrs(kubeletEvent(fmt.Sprint(i), "n"), admission.Create, other, false), nil); err != nil {
 			t.Fatalf("pods: %v", err)
 		}
 	}
@@ -136,7 +137,7 @@ func TestPluginSizeLimit(t *testing.T) {
 			e := event.DeepCopy()
 			e.Message += strings.Repeat("x", tc.grow)
 			for _, op := range []admission.Operation{admission.Create, admission.Update} {
-				err := p.Validate(context.Background(), attrs(e, op, coreEvents, false), nil)
+				err := p.Admit(context.Background(), attrs(e, op, coreEvents, false), nil)
 				code := 0
 				if err != nil {
 					code = int(err.(apierrors.APIStatus).Status().Code)
@@ -150,41 +151,57 @@ func TestPluginSizeLimit(t *testing.T) {
 }
 
 func TestReporterOf(t *testing.T) {
-	who := &user.DefaultInfo{Name: "alice"}
+	alice, bob := &user.DefaultInfo{Name: "alice"}, &user.DefaultInfo{Name: "bob"}
+	scheduler := core.Event{ReportingController: "default-scheduler", ReportingInstance: "default-scheduler-cp1",
+		Source: core.EventSource{Component: "ignored"}}
+	kubelet := core.Event{Source: core.EventSource{Component: "kubelet", Host: "node-1"}}
+	huge := core.Event{Source: core.EventSource{Component: strings.Repeat("c", 1<<20), Host: strings.Repeat("h", 1<<20)}}
 	cases := []struct {
-		name           string
-		event          core.Event
-		wantKey, wantC string
+		name       string
+		event      core.Event
+		who        user.Info
+		wantName   string
+		wantC      string
+		sameKeyAs  *reporter
+		otherKeyAs *reporter
 	}{
-		{
-			name: "events.k8s.io/v1 and tools/record: reporting fields",
-			event: core.Event{ReportingController: "default-scheduler", ReportingInstance: "default-scheduler-cp1",
-				Source: core.EventSource{Component: "ignored"}},
-			wantKey: "controller\x00default-scheduler\x00default-scheduler-cp1", wantC: "default-scheduler",
-		},
-		{
-			name:    "legacy core/v1: source",
-			event:   core.Event{Source: core.EventSource{Component: "kubelet", Host: "node-1"}},
-			wantKey: "source\x00kubelet\x00node-1", wantC: "kubelet",
-		},
-		{
-			name:    "nothing: the user",
-			event:   core.Event{},
-			wantKey: "user\x00alice", wantC: "",
-		},
+		{name: "events.k8s.io/v1 and tools/record: reporting fields", event: scheduler, who: alice,
+			wantName: "default-scheduler/default-scheduler-cp1 (user alice)", wantC: "default-scheduler"},
+		{name: "legacy core/v1: source", event: kubelet, who: alice,
+			wantName: "kubelet/node-1 (user alice)", wantC: "kubelet"},
+		{name: "nothing: the user", event: core.Event{}, who: alice, wantName: "user/alice", wantC: ""},
+		{name: "huge names: bounded", event: huge, who: alice,
+			wantName: strings.Repeat("c", maxNameLength) + "...", wantC: strings.Repeat("c", 1<<20)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := reporterOf(&tc.event, who)
-			if r.key != tc.wantKey || r.controller != tc.wantC {
-				t.Errorf("got %q %q, want %q %q", r.key, r.controller, tc.wantKey, tc.wantC)
+			r := reporterOf(&tc.event, tc.who)
+			if r.name != tc.wantName || r.controller != tc.wantC {
+				t.Errorf("got %q %q, want %q %q", r.name, r.controller, tc.wantName, tc.wantC)
+			}
+			if len(r.key) != keySize || len(r.userKey) != keySize {
+				t.Errorf("keys of %d and %d bytes, want %d", len(r.key), len(r.userKey), keySize)
 			}
 		})
+	}
+	// The user is part of the key: bob naming alice's reporter does not
+	// spend alice's budget.
+	if reporterOf(&scheduler, alice).key == reporterOf(&scheduler, bob).key {
+		t.Error("two users share a reporter key")
+	}
+	// Every reporter of one user shares the user's key.
+	if reporterOf(&scheduler, alice).userKey != reporterOf(&kubelet, alice).userKey {
+		t.Error("one user's reporters have different user keys")
+	}
+	if reporterOf(&scheduler, alice).key == reporterOf(&kubelet, alice).key {
+		t.Error("two reporters of one user share a key")
 	}
 }
 
 func TestClassesAreBounded(t *testing.T) {
-	c := newClasses()
+	clock := newFakeClock()
+	var forgotten []string
+	c := newClasses(clock.now, func(class string) { forgotten = append(forgotten, class) })
 	if got := c.of(""); got != classUnknown {
 		t.Errorf("empty: %q", got)
 	}
@@ -199,8 +216,68 @@ func TestClassesAreBounded(t *testing.T) {
 	if got := c.of("controller-7"); got != "controller-7" {
 		t.Errorf("known: %q", got)
 	}
-	c = newClasses()
+	// Once the first names have been idle, new names take their place and
+	// the idle names' series are deleted.
+	clock.step(classIdle / 2)
+	c.of("controller-7")
+	clock.step(classIdle/2 + time.Second)
+	if got := c.of("newcomer"); got != "newcomer" {
+		t.Errorf("after the others went idle: %q, want the name itself", got)
+	}
+	if len(forgotten) != 1 || forgotten[0] == "controller-7" {
+		t.Errorf("forgotten %q, want one idle class other than the one in use", forgotten)
+	}
+	if got := c.of("controller-7"); got != "controller-7" {
+		t.Errorf("in use: %q", got)
+	}
+	c = newClasses(clock.now, nil)
 	if got := c.of(strings.Repeat("\xff", 100)); got != strings.Repeat("?", 1) {
 		t.Errorf("invalid UTF-8 not cleaned: %q", got)
+	}
+}
+
+// TestPluginChargesOncePerRequest: admission run again for the same
+// request (an update retried on a conflict) reuses the first decision; a new
+// request is charged.
+func TestPluginChargesOncePerRequest(t *testing.T) {
+	p := New(Config{Update: limitOf(0.001, 1), MaxReporters: 100})
+	var ctx context.Context
+	// The memo is installed by WithChargeMemo; take its context.
+	WithChargeMemo(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() })).
+		ServeHTTP(nil, httptest.NewRequest(http.MethodPut, "/", nil))
+	e := kubeletEvent("retried", "node-1")
+	for attempt := range 3 {
+		if err := p.Admit(ctx, attrs(e, admission.Update, coreEvents, false), nil); err != nil {
+			t.Fatalf("attempt %d of one request: %v", attempt, err)
+		}
+	}
+	if err := p.Admit(context.Background(), attrs(e, admission.Update, coreEvents, false), nil); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("a second request: %v, want 429: the retries of the first must have spent one token only", err)
+	}
+}
+
+// countingPlugin stands for a mutating webhook: it counts its calls.
+type countingPlugin struct {
+	*admission.Handler
+	calls int
+}
+
+func (c *countingPlugin) Admit(context.Context, admission.Attributes, admission.ObjectInterfaces) error {
+	c.calls++
+	return nil
+}
+
+// TestPluginRefusesBeforeWebhooks: in the chain the server builds (storm
+// first), a throttled write never reaches the mutating plugins after it.
+func TestPluginRefusesBeforeWebhooks(t *testing.T) {
+	p := New(Config{Create: limitOf(0.001, 1), MaxReporters: 100})
+	webhook := &countingPlugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+	chain := admission.NewChainHandler(p, webhook)
+	var mutating admission.MutationInterface = chain
+	for i := range 5 {
+		_ = mutating.Admit(context.Background(), attrs(kubeletEvent(fmt.Sprint(i), "node-1"), admission.Create, coreEvents, false), nil)
+	}
+	if webhook.calls != 1 {
+		t.Errorf("the webhook was called %d times for 5 writes of which 1 was within budget, want 1", webhook.calls)
 	}
 }

@@ -1,65 +1,97 @@
 package storm
 
 import (
+	"crypto/sha256"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 )
 
-// reporter names who wrote an Event, for its buckets (key) and for metrics
-// (class).
+// reporter names who wrote an Event, for its buckets (key, userKey) and for
+// metrics (controller).
+//
+// The names come from the client: core/v1 validation bounds neither
+// source.component nor source.host, and anyone may pick a fresh
+// reportingInstance for every write. So the keys are hashes of a fixed size,
+// whatever the names' length, and they include the authenticated user, as
+// kube's EventRateLimit has a User limit type for: one client cannot spend
+// another's budget by naming its reporter, and every reporter of one user
+// also spends that user's budget (userKey), so rotating names mints no
+// fresh bursts.
 type reporter struct {
-	// key tells reporters apart: controller or component and instance or
-	// host, as many as there are nodes and replicas.
+	// key tells reporters apart: user, controller or component, and
+	// instance or host.
 	key string
+	// userKey is the user's own bucket.
+	userKey string
+	// name is the reporter as a person reads it, cut to maxNameLength.
+	name string
 	// controller is the reporting controller or source component alone,
 	// the part that is shared by all instances.
 	controller string
+}
+
+// keySize is the bytes of a key kept in memory: 128 bits of SHA-256, so
+// that no client finds two names with one key.
+const keySize = 16
+
+// maxNameLength bounds the reporter name quoted in a 429's message.
+const maxNameLength = 256
+
+func hashKey(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return string(h.Sum(nil)[:keySize])
 }
 
 // reporterOf picks the reporter fields the writer filled in. client-go's
 // tools/events always sets reportingController and reportingInstance;
 // tools/record copies source.component and source.host into them; only older
 // or hand-made core/v1 writers leave them empty and fill source alone. The
-// user is the last resort, so that anonymous-looking Events share a budget
-// per client instead of one budget for the whole cluster.
+// user alone is the last resort.
 func reporterOf(event *core.Event, who user.Info) reporter {
+	userName := ""
+	if who != nil {
+		userName = who.GetName()
+	}
+	var kind, controller, instance string
 	switch {
 	case event.ReportingController != "" || event.ReportingInstance != "":
-		return reporter{
-			key:        "controller\x00" + event.ReportingController + "\x00" + event.ReportingInstance,
-			controller: event.ReportingController,
-		}
+		kind, controller, instance = "controller", event.ReportingController, event.ReportingInstance
 	case event.Source.Component != "" || event.Source.Host != "":
-		return reporter{
-			key:        "source\x00" + event.Source.Component + "\x00" + event.Source.Host,
-			controller: event.Source.Component,
-		}
-	case who != nil:
-		return reporter{key: "user\x00" + who.GetName()}
+		kind, controller, instance = "source", event.Source.Component, event.Source.Host
 	default:
-		return reporter{key: "unknown"}
+		kind = "user"
+	}
+	name := kind + "/" + userName
+	if kind != "user" {
+		name = controller + "/" + instance + " (user " + userName + ")"
+	}
+	if len(name) > maxNameLength {
+		name = strings.ToValidUTF8(name[:maxNameLength], "?") + "..."
+	}
+	return reporter{
+		key:        hashKey(kind, userName, controller, instance),
+		userKey:    hashKey("user-budget", userName),
+		name:       name,
+		controller: controller,
 	}
 }
 
 // String is the reporter as a person reads it, for error messages.
-func (r reporter) String() string {
-	b := []byte(r.key)
-	for i, c := range b {
-		if c == 0 {
-			b[i] = '/'
-		}
-	}
-	return string(b)
-}
+func (r reporter) String() string { return r.name }
 
 const (
 	// classUnknown labels Events that name no controller.
 	classUnknown = "unknown"
-	// classOther labels controllers seen after maxClasses others.
+	// classOther labels controllers seen while maxClasses others are in use.
 	classOther = "other"
 	// maxClasses bounds the reporter label's values: controller names come
 	// from clients, so a client inventing names must not create series
@@ -67,17 +99,25 @@ const (
 	maxClasses = 100
 	// maxClassLength cuts long names; a qualified name is at most 316 bytes.
 	maxClassLength = 64
+	// classIdle is how long a label value must be unused before another
+	// name may take its place: the first 100 names seen do not keep the
+	// label for good.
+	classIdle = 10 * time.Minute
 )
 
-// classes hands out metric label values for controller names, the first
-// maxClasses distinct ones as themselves and the rest as "other".
+// classes hands out metric label values for controller names: up to
+// maxClasses in use at once as themselves, the rest as "other". A value
+// unused for classIdle is reclaimed for a new name, and its series are
+// deleted (forget), so the number of series stays bounded too.
 type classes struct {
-	mu    sync.Mutex
-	known map[string]struct{}
+	mu     sync.Mutex
+	known  map[string]time.Time
+	now    func() time.Time
+	forget func(class string)
 }
 
-func newClasses() *classes {
-	return &classes{known: map[string]struct{}{}}
+func newClasses(now func() time.Time, forget func(class string)) *classes {
+	return &classes{known: map[string]time.Time{}, now: now, forget: forget}
 }
 
 func (c *classes) of(controller string) string {
@@ -89,14 +129,35 @@ func (c *classes) of(controller string) string {
 	}
 	// core/v1 leaves source.component unchecked; label values must be UTF-8.
 	controller = strings.ToValidUTF8(controller, "?")
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.known[controller]; ok {
+		c.known[controller] = now
 		return controller
 	}
-	if len(c.known) >= maxClasses {
+	if len(c.known) >= maxClasses && !c.reclaim(now) {
 		return classOther
 	}
-	c.known[controller] = struct{}{}
+	c.known[controller] = now
 	return controller
+}
+
+// reclaim frees the least recently used label value if it has been idle
+// for classIdle. A linear scan over at most maxClasses, only when full.
+func (c *classes) reclaim(now time.Time) bool {
+	oldest, oldestSeen := "", now
+	for class, seen := range c.known {
+		if seen.Before(oldestSeen) {
+			oldest, oldestSeen = class, seen
+		}
+	}
+	if oldest == "" || now.Sub(oldestSeen) < classIdle {
+		return false
+	}
+	delete(c.known, oldest)
+	if c.forget != nil {
+		c.forget(oldest)
+	}
+	return true
 }

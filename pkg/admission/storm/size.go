@@ -30,19 +30,17 @@ func storedSize(event *core.Event) (int, error) {
 	return stored.Size(), nil
 }
 
-// checkSize refuses an Event bigger than limit with 413, the code the
-// generic server gives a request body over its limit.
-func checkSize(event *core.Event, limit int64) error {
-	if limit <= 0 {
-		return nil
-	}
+// checkSize returns the Event's stored size, and refuses an Event bigger
+// than limit with 413, the code the generic server gives a request body over
+// its limit.
+func checkSize(event *core.Event, limit int64) (int, error) {
 	size, err := storedSize(event)
 	if err != nil {
-		return apierrors.NewInternalError(err)
+		return 0, apierrors.NewInternalError(err)
 	}
-	if int64(size) > limit {
-		return apierrors.NewRequestEntityTooLargeError(
+	if limit > 0 && int64(size) > limit {
+		return size, apierrors.NewRequestEntityTooLargeError(
 			fmt.Sprintf("Event %q is %d bytes when stored, the limit is %d bytes", event.Name, size, limit))
 	}
-	return nil
+	return size, nil
 }

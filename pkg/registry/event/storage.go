@@ -3,6 +3,7 @@ package event
 import (
 	"context"
 
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -104,7 +105,11 @@ func withSelectedNamespace(ctx context.Context, options *metainternalversion.Lis
 	if options == nil || options.FieldSelector == nil {
 		return ctx
 	}
-	if namespace, found := options.FieldSelector.RequiresExactMatch("metadata.namespace"); found && namespace != "" {
+	// Only a valid name narrows the list, as in the Store's ListPredicate:
+	// another value ("..", "a/b") would make an invalid storage key and
+	// answer 500, where kube-apiserver filters by it and finds nothing.
+	namespace, found := options.FieldSelector.RequiresExactMatch("metadata.namespace")
+	if found && namespace != "" && len(apivalidation.ValidateNamespaceName(namespace, false)) == 0 {
 		return genericapirequest.WithNamespace(ctx, namespace)
 	}
 	return ctx

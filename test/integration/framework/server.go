@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -84,7 +85,13 @@ func ServerBinary(t testing.TB) string {
 			return
 		}
 		serverBuild.path = filepath.Join(root, "_output", "bin", "event-apiserver")
-		cmd := exec.Command("go", "build", "-o", serverBuild.path, "./cmd/event-apiserver")
+		args := []string{"build", "-o", serverBuild.path}
+		if RaceEnabled() {
+			// The server's own races, not only the test's: hack/test.sh's
+			// race tier sets EVENT_APISERVER_RACE=1.
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/event-apiserver")...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			serverBuild.err = fmt.Errorf("building event-apiserver: %v\n%s", err, out)
@@ -95,6 +102,13 @@ func ServerBinary(t testing.TB) string {
 	}
 	return serverBuild.path
 }
+
+// RaceEnabled reports whether the server is built with the race detector
+// (EVENT_APISERVER_RACE=1), in which case a race it reports fails the test.
+func RaceEnabled() bool { return os.Getenv("EVENT_APISERVER_RACE") == "1" }
+
+// raceReport is what the race detector prints on stderr for each race.
+const raceReport = "WARNING: DATA RACE"
 
 // StartServer starts event-apiserver and waits until it is ready and has
 // printed its kubeconfig line. It is stopped when the test ends.
@@ -150,6 +164,16 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 
 	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("event-apiserver-%d.log", ports[0]))
 	s.proc = newChildProcess(t, "event-apiserver", bin, args, logPath)
+	if RaceEnabled() {
+		// Registered after newChildProcess's cleanup, so it runs first:
+		// the log is complete once the server has stopped.
+		t.Cleanup(func() {
+			_ = s.proc.Stop()
+			if s.proc.LogContains(raceReport) {
+				t.Errorf("event-apiserver reported a data race (log %s):\n%s", logPath, s.proc.Tail(logTailLines))
+			}
+		})
+	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

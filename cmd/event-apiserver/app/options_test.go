@@ -1,0 +1,55 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// TestValidate pins the combinations of flags refused at start-up, before
+// anything is started.
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults"},
+		{name: "aggregated with external etcd", args: []string{"--aggregated", "--etcd-servers=http://127.0.0.1:2379"}},
+		{name: "aggregated with the embedded etcd", args: []string{"--aggregated"}, wantErr: "--aggregated needs --etcd-servers"},
+		{name: "embedded etcd on loopback", args: []string{"--embedded-etcd-client-address=127.0.0.1:2379"}},
+		{name: "embedded etcd on IPv6 loopback", args: []string{"--embedded-etcd-client-address=[::1]:0"}},
+		{name: "embedded etcd on localhost", args: []string{"--embedded-etcd-client-address=localhost:0"}},
+		{name: "embedded etcd on all addresses", args: []string{"--embedded-etcd-client-address=0.0.0.0:2379"},
+			wantErr: "must be a loopback address"},
+		{name: "embedded etcd on a routable address", args: []string{"--embedded-etcd-client-address=10.0.0.1:2379"},
+			wantErr: "must be a loopback address"},
+		{name: "embedded etcd on a host name", args: []string{"--embedded-etcd-client-address=etcd.example.com:2379"},
+			wantErr: "must be a loopback address"},
+		{name: "external etcd: the embedded address is not checked",
+			args: []string{"--etcd-servers=http://127.0.0.1:2379", "--embedded-etcd-client-address=0.0.0.0:2379"}},
+		{name: "certificate validity too short", args: []string{"--self-signed-cert-validity=10s"}, wantErr: "at least 1m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			for _, f := range o.Flags().FlagSets {
+				fs.AddFlagSet(f)
+			}
+			if err := fs.Parse(append([]string{"--data-dir=" + t.TempDir()}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

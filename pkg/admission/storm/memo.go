@@ -1,0 +1,28 @@
+package storm
+
+import (
+	"context"
+	"net/http"
+	"sync"
+)
+
+type memoKey struct{}
+
+// chargeMemo is the limiter's decision for one request.
+type chargeMemo struct {
+	mu      sync.Mutex
+	decided bool
+	err     error
+}
+
+// WithChargeMemo gives every request a place for the limiter's decision.
+// An update that conflicts is retried inside the registry
+// (GuaranteedUpdate), admission included, with the request's context: the
+// memo makes the retry reuse the first decision instead of spending more
+// tokens. The server installs it around its API handler
+// (BuildHandlerChainFunc).
+func WithChargeMemo(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), memoKey{}, &chargeMemo{})))
+	})
+}

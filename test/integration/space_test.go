@@ -1,0 +1,193 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// TestStormTowardEmbeddedQuota fills a 16 MiB embedded etcd with 600 KB
+// Events, well within the storm limiter's request budget. Once etcd's quota
+// is reached, writes must be refused with a 503 that says so and carries
+// Retry-After (etcd's NOSPACE alarm used to answer 500 for good), reads must
+// keep answering, and once the Events have expired (--event-ttl=10s) the
+// server must compact, defragment and disarm by itself so that writes
+// succeed again. No request may ever answer 500.
+func TestStormTowardEmbeddedQuota(t *testing.T) {
+	const quota = 16 << 20
+	server := framework.StartServer(t, framework.ServerOptions{
+		EventTTL: 10 * time.Second,
+		ExtraArgs: []string{fmt.Sprintf("--embedded-etcd-quota-backend-bytes=%d", quota),
+			// One reporter writes them all: its own byte budget (8 MiB
+			// burst) would refuse them with 429 before etcd fills up.
+			"--event-rate-limit-bytes-qps=0"},
+	})
+	client := adminRawClient(t, server)
+	post := poster(t, client)
+	check := func(what string, r response) {
+		t.Helper()
+		if r.code >= 500 && r.code != http.StatusServiceUnavailable {
+			t.Fatalf("%s: %d, never a 5xx other than 503: %s", what, r.code, r.body)
+		}
+	}
+
+	accepted, refusal := fillUntilRefused(t, post)
+	if refusal == nil {
+		t.Fatalf("%d Events of 600 KB accepted, the 16 MiB quota never refused one", accepted)
+	}
+	check("storm write", *refusal)
+	st := refusal.status(t)
+	if refusal.code != http.StatusServiceUnavailable || st.Reason != metav1.StatusReasonServiceUnavailable ||
+		!strings.Contains(st.Message, "out of space") || st.Details == nil || st.Details.RetryAfterSeconds <= 0 {
+		t.Fatalf("refusal after %d accepted: %d %s %q, want a 503 saying etcd is out of space, with Retry-After",
+			accepted, refusal.code, st.Reason, st.Message)
+	}
+	t.Logf("%d Events of 600 KB accepted, then: %d %q", accepted, refusal.code, st.Message)
+
+	// Even a small write is refused, the same way; reads answer.
+	r := post(uniqueName("small"), "small")
+	check("small write while full", r)
+	if r.code != http.StatusServiceUnavailable {
+		t.Errorf("small write while full: %d, want 503: %s", r.code, r.body)
+	}
+	for _, path := range []string{coreEventsPath + "?limit=1", coreEventsPath + "?resourceVersion=0&limit=1",
+		eventsEventsPath + "?limit=1", "/api/v1/namespaces/default/events/big-0-0"} {
+		if r := client.do(t, http.MethodGet, path, nil, nil); r.code != http.StatusOK {
+			t.Errorf("GET %s while full: %d, want 200: %s", path, r.code, r.body)
+		}
+	}
+
+	// Writes come back by themselves once the Events have expired.
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 90*time.Second, true,
+		func(context.Context) (bool, error) {
+			r := post(uniqueName("after"), "small")
+			check("write while recovering", r)
+			return r.code == http.StatusCreated, nil
+		})
+	if err != nil {
+		t.Fatalf("writes still refused 90s after the quota was reached: %v", err)
+	}
+	t.Logf("writes accepted again %s after the refusal", time.Since(start).Round(time.Second))
+}
+
+// poster creates core/v1 Events in default with a given message.
+func poster(t *testing.T, client *rawClient) func(name, message string) response {
+	return func(name, message string) response {
+		return client.send(t, request{method: http.MethodPost, path: coreEventsPath, contentType: contentJSON,
+			body: coreBody(name, func(m map[string]any) { m["message"] = message })})
+	}
+}
+
+// fillUntilRefused writes 600 KB Events from 4 writers until one is refused
+// (at most 160, 96 MB), and returns how many were accepted and the first
+// refusal, nil if none.
+func fillUntilRefused(t *testing.T, post func(name, message string) response) (int, *response) {
+	big := strings.Repeat("x", 600<<10)
+	var (
+		mu       sync.Mutex
+		accepted int
+		refusal  *response
+		wg       sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				mu.Lock()
+				done := refusal != nil
+				mu.Unlock()
+				if done {
+					return
+				}
+				r := post(fmt.Sprintf("big-%d-%d", w, i), big)
+				mu.Lock()
+				switch {
+				case r.code == http.StatusCreated:
+					accepted++
+				case refusal == nil:
+					refusal = &r
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return accepted, refusal
+}
+
+// TestExternalEtcdFullSaysWhatToDo fills an external etcd's 16 MiB quota.
+// The server cannot fix someone else's etcd, so it answers writes 503,
+// fails its /readyz check etcd-space and logs what the operator must do;
+// once the operator has compacted, defragmented and disarmed, the check
+// passes and writes are accepted again.
+func TestExternalEtcdFullSaysWhatToDo(t *testing.T) {
+	etcd := framework.StartEtcd(t, framework.WithEtcdFlags(fmt.Sprintf("--quota-backend-bytes=%d", 16<<20)))
+	server := framework.StartServer(t, framework.ServerOptions{
+		EtcdServers: etcd.ClientURL(),
+		EventTTL:    5 * time.Second,
+		ExtraArgs:   []string{"--event-rate-limit-bytes-qps=0"},
+	})
+	client := adminRawClient(t, server)
+	post := poster(t, client)
+	accepted, refusal := fillUntilRefused(t, post)
+	if refusal == nil || refusal.code != http.StatusServiceUnavailable {
+		t.Fatalf("after %d accepted, want a 503 refusal, got %+v", accepted, refusal)
+	}
+	readyz := func() response { return client.do(t, http.MethodGet, "/readyz?verbose", nil, nil) }
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) {
+			r := readyz()
+			return r.code != http.StatusOK && strings.Contains(string(r.body), "[-]etcd-space failed"), nil
+		})
+	if err != nil {
+		t.Fatalf("/readyz does not fail etcd-space while etcd is full: %s", readyz().body)
+	}
+	if !server.LogContains("etcdctl alarm disarm") {
+		t.Errorf("the log does not say what to do")
+	}
+
+	// The operator's recovery, after the Events have expired.
+	ec := etcd.Client(t)
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 90*time.Second, true,
+		func(ctx context.Context) (bool, error) {
+			status, err := ec.Status(ctx, etcd.ClientURL())
+			if err != nil {
+				return false, nil
+			}
+			if _, err := ec.Compact(ctx, status.Header.Revision); err != nil && !strings.Contains(err.Error(), "compacted") {
+				return false, nil
+			}
+			if _, err := ec.Defragment(ctx, etcd.ClientURL()); err != nil {
+				return false, nil
+			}
+			if status, err = ec.Status(ctx, etcd.ClientURL()); err != nil || status.DbSize > 8<<20 {
+				return false, nil
+			}
+			_, err = ec.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: status.Header.MemberId, Alarm: etcdserverpb.AlarmType_NOSPACE})
+			return err == nil, nil
+		})
+	if err != nil {
+		t.Fatalf("cannot recover etcd as an operator would: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return readyz().code == http.StatusOK, nil })
+	if err != nil {
+		t.Fatalf("/readyz still failing after recovery: %s", readyz().body)
+	}
+	if r := post(uniqueName("after"), "small"); r.code != http.StatusCreated {
+		t.Errorf("write after recovery: %d %s", r.code, r.body)
+	}
+}
