@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +23,11 @@ import (
 type EmbeddedConfig struct {
 	// DataDir holds etcd's WAL and snapshots; it survives restarts.
 	DataDir string
-	// ClientAddress is the host:port to serve clients on. Port 0 picks a
-	// free port, which Embedded.ClientURL then reports.
+	// ClientAddress is the loopback host:port to serve clients on; port 0
+	// lets etcd's own listener pick a free port, which Embedded.ClientURL
+	// then reports. Empty serves on a unix socket in DataDir instead, which
+	// only the data directory's owner can reach: etcd has no
+	// authentication here.
 	ClientAddress string
 	// ProgressNotifyInterval is how often etcd tells idle watchers its
 	// current revision (KEP-1904). The watch cache turns these into
@@ -58,13 +63,9 @@ const peerURL = "http://localhost:2380"
 
 // StartEmbedded starts etcd and waits until it serves clients.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
-	address, err := resolvePort(cfg.ClientAddress)
+	clientURL, err := clientURL(cfg)
 	if err != nil {
 		return nil, err
-	}
-	clientURL, err := url.Parse("http://" + address)
-	if err != nil {
-		return nil, fmt.Errorf("invalid embedded etcd client address %q: %w", address, err)
 	}
 	peer, _ := url.Parse(peerURL)
 
@@ -73,6 +74,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	ec.Dir = cfg.DataDir
 	ec.ListenClientUrls = []url.URL{*clientURL}
 	ec.AdvertiseClientUrls = []url.URL{*clientURL}
+	if clientURL.Scheme == "unix" {
+		// etcd insists on host:port for advertised URLs, which a socket
+		// path is not. Like peerURL, it is only a name: the API server's
+		// clients never sync endpoints from the member list.
+		ec.AdvertiseClientUrls = []url.URL{{Scheme: "unix", Host: "localhost:0"}}
+	}
 	ec.ListenPeerUrls = nil
 	ec.AdvertisePeerUrls = []url.URL{*peer}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
@@ -109,10 +116,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd in %s not ready after %s", cfg.DataDir, cfg.ReadyTimeout)
 	}
-	klog.InfoS("Started embedded etcd", "dataDir", cfg.DataDir, "clientURL", "http://"+e.Clients[0].Addr().String(),
+	embedded := &Embedded{etcd: e, closing: closing, failed: make(chan error, 1)}
+	klog.InfoS("Started embedded etcd", "dataDir", cfg.DataDir, "clientURL", embedded.ClientURL(),
 		"progressNotifyInterval", cfg.ProgressNotifyInterval, "quotaBackendBytes", cfg.QuotaBackendBytes)
 	ctx, stop := context.WithCancel(context.Background())
-	embedded := &Embedded{etcd: e, closing: closing, failed: make(chan error, 1), stopReclaim: stop}
+	embedded.stopReclaim = stop
 	go embedded.watch()
 	go embedded.reclaimSpace(ctx, cfg.QuotaBackendBytes, cfg.ReclaimInterval)
 	return embedded, nil
@@ -170,28 +178,49 @@ func (q quietOnClose) Check(entry zapcore.Entry, checked *zapcore.CheckedEntry) 
 	return checked
 }
 
-// resolvePort replaces port 0 with a free port. etcd must know its real
-// port up front: its gRPC gateway dials the configured address, not the
-// listener's.
-func resolvePort(address string) (string, error) {
-	host, port, err := net.SplitHostPort(address)
-	if err != nil {
-		return "", fmt.Errorf("invalid embedded etcd client address %q: %w", address, err)
+// socketName is the embedded etcd's unix socket inside its data directory.
+const socketName = "etcd.sock"
+
+// maxSocketPath is the longest path a unix socket address holds on Linux
+// (sun_path, 108 bytes with its terminating NUL).
+const maxSocketPath = 107
+
+// clientURL is where etcd serves clients. A socket path too long for
+// sun_path is refused rather than silently moved to TCP.
+func clientURL(cfg EmbeddedConfig) (*url.URL, error) {
+	if cfg.ClientAddress == "" {
+		dir, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		socket := filepath.Join(dir, socketName)
+		if len(socket) > maxSocketPath {
+			return nil, fmt.Errorf("embedded etcd socket path %s is longer than %d bytes: use a shorter --data-dir or --embedded-etcd-client-address=127.0.0.1:0", socket, maxSocketPath)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating embedded etcd data dir: %w", err)
+		}
+		// A socket left by a process that died cannot be listened on again.
+		if err := os.Remove(socket); err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("removing stale embedded etcd socket: %w", err)
+		}
+		return &url.URL{Scheme: "unix", Path: socket}, nil
 	}
-	if port != "0" {
-		return address, nil
+	if _, _, err := net.SplitHostPort(cfg.ClientAddress); err != nil {
+		return nil, fmt.Errorf("invalid embedded etcd client address %q: %w", cfg.ClientAddress, err)
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("finding a free port for embedded etcd: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	// Port 0 goes to etcd as it is: its listener binds a free port itself,
+	// with no window between choosing the port and binding it.
+	return &url.URL{Scheme: "http", Host: cfg.ClientAddress}, nil
 }
 
 // ClientURL is the URL the API server's storage connects to.
 func (e *Embedded) ClientURL() string {
-	return "http://" + e.etcd.Clients[0].Addr().String()
+	addr := e.etcd.Clients[0].Addr()
+	if addr.Network() == "unix" {
+		return "unix://" + addr.String()
+	}
+	return "http://" + addr.String()
 }
 
 // Err reports a fatal etcd error while it runs.

@@ -65,7 +65,8 @@ type Options struct {
 
 // EmbeddedEtcdOptions apply when no --etcd-servers are given.
 type EmbeddedEtcdOptions struct {
-	// ClientAddress is where the embedded etcd serves; port 0 picks a free one.
+	// ClientAddress is the loopback host:port the embedded etcd serves on
+	// (port 0 picks a free one); empty means a unix socket in the data dir.
 	ClientAddress          string
 	ProgressNotifyInterval time.Duration
 	ReadyTimeout           time.Duration
@@ -99,7 +100,7 @@ func NewOptions() *Options {
 		SecureServing: serving.WithLoopback(),
 		Etcd:          etcd,
 		EmbeddedEtcd: EmbeddedEtcdOptions{
-			ClientAddress:          "127.0.0.1:0",
+			ClientAddress:          "",
 			ProgressNotifyInterval: 5 * time.Second,
 			ReadyTimeout:           time.Minute,
 			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
@@ -155,8 +156,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClientAddress, "embedded-etcd-client-address", o.ClientAddress,
-		"host:port the embedded etcd serves clients on (port 0: any free port). Keep it on loopback. "+
-			"Used only without --etcd-servers.")
+		"Loopback host:port the embedded etcd serves clients on (port 0: any free port), for tools such as "+
+			"etcdctl. Empty (the default): a unix socket, --data-dir/etcd/etcd.sock, which only the data "+
+			"directory's owner can reach. Used only without --etcd-servers.")
 	fs.DurationVar(&o.ProgressNotifyInterval, "embedded-etcd-progress-notify-interval", o.ProgressNotifyInterval,
 		"How often the embedded etcd sends watch progress notifications, which advance the watch cache and "+
 			"clients' bookmarks while no Event changes. Used only without --etcd-servers.")
@@ -223,7 +225,9 @@ func (o *Options) Validate() error {
 		}
 		// The embedded etcd serves without authentication: anyone who
 		// reaches it can read and write every Event.
-		if host, _, err := net.SplitHostPort(o.EmbeddedEtcd.ClientAddress); err != nil {
+		if o.EmbeddedEtcd.ClientAddress == "" {
+			// The unix socket in the 0700 data directory.
+		} else if host, _, err := net.SplitHostPort(o.EmbeddedEtcd.ClientAddress); err != nil {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address: %w", err))
 		} else if ip := netutils.ParseIPSloppy(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address must be a loopback address (the embedded etcd has no authentication), got %q", host))
