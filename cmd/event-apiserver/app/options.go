@@ -38,6 +38,7 @@ type Options struct {
 	Features      *genericoptions.FeatureOptions
 	Aggregated    *AggregatedOptions
 	Storm         *storm.Options
+	History       *HistoryOptions
 	// SelfSignedCertDNSNames are added to the generated serving
 	// certificate, e.g. <service>.<namespace>.svc for an APIService.
 	SelfSignedCertDNSNames []string
@@ -85,6 +86,7 @@ func NewOptions() *Options {
 		Features:   features,
 		Aggregated: NewAggregatedOptions(),
 		Storm:      storm.NewOptions(),
+		History:    NewHistoryOptions(),
 	}
 }
 
@@ -108,6 +110,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Features.AddFlags(fss.FlagSet("features"))
 	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
 	o.Storm.AddFlags(fss.FlagSet("event storms"))
+	o.History.AddFlags(fss.FlagSet("history"))
 	return fss
 }
 
@@ -159,6 +162,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Features.Validate()...)
 	errs = append(errs, o.Aggregated.Validate()...)
 	errs = append(errs, o.Storm.Validate()...)
+	errs = append(errs, o.History.Validate()...)
 	if o.Embedded() {
 		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))

@@ -207,9 +207,13 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		serverConfig.AdmissionControl = stormPlugin
 	}
 
+	history, err := o.History.Config(o.DataDir, o.Etcd.StorageConfig)
+	if err != nil {
+		return nil, err
+	}
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
-		ExtraConfig:   apiserver.ExtraConfig{EventTTL: o.EventTTL},
+		ExtraConfig:   apiserver.ExtraConfig{EventTTL: o.EventTTL, History: history},
 	}, nil
 }
 
