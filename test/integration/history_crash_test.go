@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -21,14 +23,21 @@ import (
 // TestHistoryCrashResume kills a replica with SIGKILL while it captures,
 // keeps writing through a second replica on the same etcd, restarts the
 // first, and then finds every Event version etcd held during the run in each
-// replica's (embedded) history exactly once.
+// replica's history exactly once: each its own file with sqlite, one
+// database both write to with postgres.
 func TestHistoryCrashResume(t *testing.T) {
+	for _, store := range historyStores {
+		t.Run(store.name, func(t *testing.T) { testHistoryCrashResume(t, store.args(t)) })
+	}
+}
+
+func testHistoryCrashResume(t *testing.T, storeArgs []string) {
 	etcd := framework.StartEtcd(t)
 	opts := framework.ServerOptions{
 		EtcdServers: etcd.ClientURL(),
 		EventTTL:    4 * time.Second,
 		// Slow batches leave changes queued and unstored when the kill comes.
-		ExtraArgs: []string{"--history-batch-interval=300ms", "--history-batch-size=40"},
+		ExtraArgs: append([]string{"--history-batch-interval=300ms", "--history-batch-size=40"}, storeArgs...),
 	}
 	first := framework.StartServer(t, opts)
 	second := framework.StartServer(t, opts)
@@ -129,6 +138,13 @@ func TestHistoryCrashResume(t *testing.T) {
 				t.Errorf("%d of %d versions missing", missing, len(versions))
 			}
 		})
+	}
+	// The store flags took effect: the embedded file exists only without them.
+	for _, server := range []*framework.Server{first, second} {
+		_, err := os.Stat(filepath.Join(server.DataDir, "history", "history.db"))
+		if embedded := len(storeArgs) == 0; embedded != (err == nil) {
+			t.Errorf("store flags %v: embedded history file: %v", storeArgs, err)
+		}
 	}
 	if !first.LogContains("Resuming Event history capture") || first.LogContains("etcd compacted past") {
 		t.Error("the restarted replica did not resume from its stored revision")

@@ -12,10 +12,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/eventapiserver/event-apiserver/internal/pgtest"
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 )
 
 const eventsPrefix = "/registry/events/"
+
+// historyStores are the stores every history test runs against; args
+// starts what a store needs and returns the server flags that select it.
+var historyStores = []struct {
+	name string
+	args func(t *testing.T) []string
+}{
+	{"sqlite", func(*testing.T) []string { return nil }},
+	{"postgres", func(t *testing.T) []string {
+		return []string{"--history-store=postgres", "--history-dsn=" + pgtest.Start(t)}
+	}},
+}
 
 // versionKey names one Event version: uid and resourceVersion (etcd revision).
 type versionKey struct {

@@ -29,10 +29,16 @@ const historyTTL = 3 * time.Second
 // then finds every version etcd held in history, with its content, through
 // field selectors and the time window, newest first and paged.
 func TestHistoryKeepsEveryVersion(t *testing.T) {
+	for _, store := range historyStores {
+		t.Run(store.name, func(t *testing.T) { testHistoryKeepsEveryVersion(t, store.args(t)) })
+	}
+}
+
+func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 	server := framework.StartServer(t, framework.ServerOptions{
 		EventTTL:         historyTTL,
 		EmbeddedEtcdPort: framework.FreePort(t),
-		ExtraArgs:        []string{"--history-batch-interval=50ms"},
+		ExtraArgs:        append([]string{"--history-batch-interval=50ms"}, storeArgs...),
 	})
 	truth := watchEtcdTruth(t, etcdClient(t, server.EtcdURL))
 	c := adminRawClient(t, server)

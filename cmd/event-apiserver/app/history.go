@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -12,10 +13,16 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
+	"github.com/eventapiserver/event-apiserver/pkg/history/postgres"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlite"
 )
 
-const historyStoreSQLite = "sqlite"
+const (
+	historyStoreSQLite   = "sqlite"
+	historyStorePostgres = "postgres"
+	// historyOpenTimeout bounds connecting to and preparing a shared store.
+	historyOpenTimeout = time.Minute
+)
 
 // HistoryOptions configure Event history beyond the TTL.
 type HistoryOptions struct {
@@ -49,9 +56,11 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 		"Keep every Event version beyond --event-ttl and serve it read-only as "+
 			"history.eventapiserver.io/v1alpha1 eventrecords.")
 	fs.StringVar(&o.Store, "history-store", o.Store,
-		"Where history is kept: sqlite (one file under --data-dir, nothing to install).")
+		"Where history is kept: sqlite (one file under --data-dir, nothing to install; each replica keeps "+
+			"its own) or postgres (one PostgreSQL 15+ database that every replica shares; --history-dsn).")
 	fs.StringVar(&o.DSN, "history-dsn", o.DSN,
-		"The history store's location; for sqlite a file path (default <data-dir>/history/history.db).")
+		"The history store's location: for sqlite a file path (default <data-dir>/history/history.db); "+
+			"for postgres a connection URL or key=value string (postgres://user@host/db?sslmode=verify-full).")
 	fs.DurationVar(&o.Retention, "history-retention", o.Retention,
 		"How long Event versions are kept in history after capture saw them. Zero: no age limit.")
 	fs.Int64Var(&o.MaxBytes, "history-max-bytes", o.MaxBytes,
@@ -72,8 +81,14 @@ func (o *HistoryOptions) Validate() []error {
 		return nil
 	}
 	var errs []error
-	if o.Store != historyStoreSQLite {
-		errs = append(errs, fmt.Errorf("--history-store must be %s", historyStoreSQLite))
+	switch o.Store {
+	case historyStoreSQLite:
+	case historyStorePostgres:
+		if o.DSN == "" {
+			errs = append(errs, fmt.Errorf("--history-store=postgres needs --history-dsn"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--history-store must be %s or %s", historyStoreSQLite, historyStorePostgres))
 	}
 	if o.Retention < 0 || o.MaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("--history-retention and --history-max-bytes must not be negative"))
@@ -92,11 +107,19 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 	if !o.Enabled {
 		return nil, nil
 	}
-	dsn := o.DSN
-	if dsn == "" {
-		dsn = filepath.Join(dataDir, "history", "history.db")
+	var store history.Store
+	var err error
+	if o.Store == historyStorePostgres {
+		ctx, cancel := context.WithTimeout(context.Background(), historyOpenTimeout)
+		defer cancel()
+		store, err = postgres.Open(ctx, o.DSN)
+	} else {
+		dsn := o.DSN
+		if dsn == "" {
+			dsn = filepath.Join(dataDir, "history", "history.db")
+		}
+		store, err = sqlite.Open(dsn)
 	}
-	store, err := sqlite.Open(dsn)
 	if err != nil {
 		return nil, err
 	}
