@@ -49,6 +49,18 @@ type Batch struct {
 	Revision  int64
 	Versions  []Version
 	Deletions []Deletion
+	// Gone, after a relist, records the deletions capture could not see.
+	Gone *Gone
+}
+
+// Gone says which Events were in etcd at Revision. Every Event with a
+// version at or before Revision that is not Live and has no deletion was
+// deleted, unseen, before Revision; it is recorded as deleted At Revision.
+// Versions after Revision are untouched: another replica may be ahead.
+type Gone struct {
+	Revision int64
+	Live     []string
+	At       time.Time
 }
 
 // Column is a filterable property of a Version.

@@ -77,6 +77,7 @@ type item struct {
 	revision int64
 	version  *history.Version
 	deletion *history.Deletion
+	gone     *history.Gone
 	weight   int64
 	received time.Time
 }
@@ -247,7 +248,7 @@ func (c *Capture) relist(ctx context.Context, reason string) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(c.cfg.Prefix)
 	key := c.cfg.Prefix
 	var rev int64
-	count := 0
+	var live []string
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(c.cfg.RelistPageSize)}
 		if rev != 0 {
@@ -266,18 +267,26 @@ func (c *Capture) relist(ctx context.Context, reason string) (int64, error) {
 			if err := c.enqueue(ctx, it); err != nil {
 				return 0, err
 			}
-			count++
+			live = append(live, it.version.UID)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	if err := c.enqueue(ctx, item{revision: rev, weight: itemOverhead}); err != nil {
+	last := item{revision: rev, weight: itemOverhead}
+	if reason == "compacted" {
+		// Events deleted while capture was away left no DELETE to see.
+		// Only after a compaction: after a start the store's revisions may
+		// belong to another etcd cluster.
+		last.gone = &history.Gone{Revision: rev, Live: live, At: time.Now()}
+		last.weight += int64(len(live)) * 64
+	}
+	if err := c.enqueue(ctx, last); err != nil {
 		return 0, err
 	}
 	EtcdRevisionSeen(rev)
-	klog.InfoS("Read all Events for history", "reason", reason, "events", count, "revision", rev)
+	klog.InfoS("Read all Events for history", "reason", reason, "events", len(live), "revision", rev)
 	return rev + 1, nil
 }
 
@@ -351,6 +360,10 @@ func (c *Capture) store(ctx context.Context, items []item) {
 		}
 		if it.deletion != nil {
 			batch.Deletions = append(batch.Deletions, *it.deletion)
+		}
+		if it.gone != nil {
+			// Applied after this batch's versions; a relist ends its batch.
+			batch.Gone = it.gone
 		}
 		weight += c.weight(it)
 	}

@@ -177,6 +177,13 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at) VALUES ($1, $2, $3)
 				ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano())
 		}
+		if g := batch.Gone; g != nil {
+			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at)
+				SELECT DISTINCT v.uid, $1::bigint, $2::bigint FROM event_versions v
+				WHERE v.revision <= $1 AND NOT (v.uid = ANY($3::text[]))
+				AND NOT EXISTS (SELECT 1 FROM event_deletions d WHERE d.uid = v.uid)
+				ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), g.Live)
+		}
 		if batch.Source != "" {
 			b.Queue(`INSERT INTO capture_progress (source, revision) VALUES ($1, $2)
 				ON CONFLICT (source) DO UPDATE SET revision = GREATEST(capture_progress.revision, excluded.revision)`,

@@ -133,6 +133,11 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 			return err
 		}
 	}
+	if g := batch.Gone; g != nil {
+		if err := recordGone(ctx, tx, g); err != nil {
+			return err
+		}
+	}
 	if batch.Source != "" {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO progress (source, revision) VALUES (?, ?)
 			ON CONFLICT (source) DO UPDATE SET revision = max(revision, excluded.revision)`,
@@ -141,6 +146,25 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 		}
 	}
 	return tx.Commit()
+}
+
+func recordGone(ctx context.Context, tx *sql.Tx, g *history.Gone) error {
+	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS live (uid TEXT PRIMARY KEY)`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM live`); err != nil {
+		return err
+	}
+	for _, uid := range g.Live {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO live (uid) VALUES (?)`, uid); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at)
+		SELECT DISTINCT v.uid, ?, ? FROM versions v
+		WHERE v.revision <= ? AND v.uid NOT IN (SELECT uid FROM live) AND v.uid NOT IN (SELECT uid FROM deletions)
+		ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), g.Revision)
+	return err
 }
 
 func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error) {

@@ -15,6 +15,39 @@ import (
 func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("write is idempotent", func(t *testing.T) { testWriteIsIdempotent(t, open(t)) })
 	t.Run("list", func(t *testing.T) { testList(t, open(t)) })
+	t.Run("gone", func(t *testing.T) { testGone(t, open(t)) })
+}
+
+// testGone: after a relist at revision 20 that found only b live, a (seen at
+// 5) was deleted unseen; c (first seen at 30, after the relist) and d
+// (already deleted) keep what they had.
+func testGone(t *testing.T, s history.Store) {
+	ctx := context.Background()
+	deletedAt := Base.Add(time.Hour)
+	err := s.Write(ctx, history.Batch{
+		Versions:  []history.Version{Version("a", 5, "p", 1), Version("b", 6, "p", 2), Version("c", 30, "p", 3), Version("d", 7, "p", 4)},
+		Deletions: []history.Deletion{{UID: "d", Revision: 8, At: Base}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, history.Batch{Gone: &history.Gone{Revision: 20, Live: []string{"b"}, At: deletedAt}}); err != nil {
+		t.Fatal(err)
+	}
+	records, err := s.List(ctx, history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "20@" + deletedAt.String(), "b": "live", "c": "live", "d": "8@" + Base.String()}
+	for _, r := range records {
+		got := "live"
+		if r.DeletedAt != nil {
+			got = fmt.Sprintf("%d@%s", r.DeletedRevision, r.DeletedAt.String())
+		}
+		if got != want[r.UID] {
+			t.Errorf("%s: %s, want %s", r.UID, got, want[r.UID])
+		}
+	}
 }
 
 // Base is the time the versions of the suite are seen around.
