@@ -243,57 +243,14 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int64)
 	return r, err
 }
 
-var knownColumns = map[history.Column]bool{
-	history.ColumnNamespace: true, history.ColumnName: true,
-	history.ColumnRegardingUID: true, history.ColumnRegardingName: true,
-	history.ColumnRegardingNamespace: true, history.ColumnRegardingKind: true,
-	history.ColumnRelatedUID: true, history.ColumnRelatedName: true,
-	history.ColumnReason: true, history.ColumnType: true, history.ColumnReportingController: true,
-}
-
-// whereClause builds the filter; column names come from the fixed set above,
-// values are always bound parameters.
+// whereClause binds $n placeholders in order.
 func whereClause(q history.Query) (string, []any, error) {
-	var terms []string
 	var args []any
-	param := func(v any) string {
+	where, err := q.Where(func(v any) string {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
-	}
-	for _, c := range q.Conditions {
-		var parts []string
-		for _, col := range c.Columns {
-			if !knownColumns[col] {
-				return "", nil, fmt.Errorf("unknown history column %q", col)
-			}
-			op := " = "
-			if c.Not {
-				op = " != "
-			}
-			parts = append(parts, "v."+string(col)+op+param(c.Value))
-		}
-		if len(parts) == 0 {
-			continue
-		}
-		joiner := " OR "
-		if c.Not {
-			joiner = " AND "
-		}
-		terms = append(terms, "("+strings.Join(parts, joiner)+")")
-	}
-	if !q.Since.IsZero() {
-		terms = append(terms, "v.last_seen >= "+param(q.Since.UnixNano()))
-	}
-	if !q.Until.IsZero() {
-		terms = append(terms, "v.last_seen < "+param(q.Until.UnixNano()))
-	}
-	if q.After != nil {
-		terms = append(terms, "(v.last_seen, v.revision) < ("+param(q.After.LastSeen.UnixNano())+", "+param(q.After.Revision)+")")
-	}
-	if len(terms) == 0 {
-		return "", nil, nil
-	}
-	return " WHERE " + strings.Join(terms, " AND "), args, nil
+	})
+	return where, args, err
 }
 
 func scanRecord(row pgx.Row) (history.Record, error) {

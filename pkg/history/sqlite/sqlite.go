@@ -23,7 +23,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -217,57 +216,14 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int64)
 	return r, err
 }
 
-var knownColumns = map[history.Column]bool{
-	history.ColumnNamespace: true, history.ColumnName: true,
-	history.ColumnRegardingUID: true, history.ColumnRegardingName: true,
-	history.ColumnRegardingNamespace: true, history.ColumnRegardingKind: true,
-	history.ColumnRelatedUID: true, history.ColumnRelatedName: true,
-	history.ColumnReason: true, history.ColumnType: true, history.ColumnReportingController: true,
-}
-
-// whereClause builds the filter; column names come from the fixed set above,
-// values are always bound parameters.
+// whereClause binds ? placeholders in order.
 func whereClause(q history.Query) (string, []any, error) {
-	var terms []string
 	var args []any
-	for _, c := range q.Conditions {
-		var parts []string
-		for _, col := range c.Columns {
-			if !knownColumns[col] {
-				return "", nil, fmt.Errorf("unknown history column %q", col)
-			}
-			if c.Not {
-				parts = append(parts, "v."+string(col)+" != ?")
-			} else {
-				parts = append(parts, "v."+string(col)+" = ?")
-			}
-			args = append(args, c.Value)
-		}
-		if len(parts) == 0 {
-			continue
-		}
-		joiner := " OR "
-		if c.Not {
-			joiner = " AND "
-		}
-		terms = append(terms, "("+strings.Join(parts, joiner)+")")
-	}
-	if !q.Since.IsZero() {
-		terms = append(terms, "v.last_seen >= ?")
-		args = append(args, q.Since.UnixNano())
-	}
-	if !q.Until.IsZero() {
-		terms = append(terms, "v.last_seen < ?")
-		args = append(args, q.Until.UnixNano())
-	}
-	if q.After != nil {
-		terms = append(terms, "(v.last_seen, v.revision) < (?, ?)")
-		args = append(args, q.After.LastSeen.UnixNano(), q.After.Revision)
-	}
-	if len(terms) == 0 {
-		return "", nil, nil
-	}
-	return " WHERE " + strings.Join(terms, " AND "), args, nil
+	where, err := q.Where(func(v any) string {
+		args = append(args, v)
+		return "?"
+	})
+	return where, args, err
 }
 
 type scanner interface {
