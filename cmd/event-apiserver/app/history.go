@@ -20,8 +20,9 @@ import (
 const (
 	historyStoreSQLite   = "sqlite"
 	historyStorePostgres = "postgres"
-	// historyOpenTimeout bounds connecting to and preparing a shared store.
-	historyOpenTimeout = time.Minute
+	// historyOpenTimeout bounds preparing a shared store at start; an
+	// unreachable one delays history, not the server.
+	historyOpenTimeout = 10 * time.Second
 )
 
 // HistoryOptions configure Event history beyond the TTL.

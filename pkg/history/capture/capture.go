@@ -74,6 +74,8 @@ type Capture struct {
 // item is one change, or a bare revision (progress notification, end of a
 // relist) that the store may record once everything before it is stored.
 type item struct {
+	// source is the capture source the item's revision belongs to.
+	source   string
 	revision int64
 	version  *history.Version
 	deletion *history.Deletion
@@ -308,6 +310,8 @@ func (c *Capture) enqueue(ctx context.Context, it item) error {
 }
 
 func (c *Capture) push(ctx context.Context, it item) {
+	// Only the reading goroutine sets c.source; the writer reads it here.
+	it.source = c.source
 	queuedBytes.add(c.weight(it))
 	select {
 	case c.queue <- it:
@@ -351,7 +355,7 @@ func (c *Capture) write(ctx context.Context) {
 // store writes one batch, retrying until it is stored or ctx ends: a batch is
 // never dropped, and nothing after it is stored first.
 func (c *Capture) store(ctx context.Context, items []item) {
-	batch := history.Batch{Source: c.source}
+	batch := history.Batch{Source: items[len(items)-1].source}
 	var weight int64
 	for _, it := range items {
 		batch.Revision = max(batch.Revision, it.revision)

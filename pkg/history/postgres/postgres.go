@@ -73,6 +73,12 @@ const day = 24 * time.Hour
 type Store struct {
 	pool *pgxpool.Pool
 
+	// schemaReady is set once the schema exists. Until then every call
+	// tries to make it, so a database that is down when the server starts
+	// delays history, never the server.
+	schemaMu    sync.Mutex
+	schemaReady bool
+
 	mu sync.Mutex
 	// days holds the partitions known to exist, so a batch does not ask
 	// every time; bounded by clearing.
@@ -81,15 +87,34 @@ type Store struct {
 
 var _ history.Store = &Store{}
 
-// Open connects to dsn (a PostgreSQL URL or key=value string) and creates
-// the schema. Several replicas may open one database at once.
+// Open prepares a pool for dsn (a PostgreSQL URL or key=value string); it
+// does not wait for the database. Several replicas may share one database.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	config, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the history database: %w", err)
+		// pgx's message may quote the DSN, password included.
+		return nil, errors.New("--history-dsn is not a valid PostgreSQL connection string")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		return nil, fmt.Errorf("preparing the history database pool: %w", err)
+	}
+	s := &Store{pool: pool, days: map[int64]bool{}}
+	// A first, short try, so that a reachable database is ready at once.
+	tryCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = s.ensureSchema(tryCtx)
+	return s, nil
+}
+
+func (s *Store) ensureSchema(ctx context.Context) error {
+	s.schemaMu.Lock()
+	defer s.schemaMu.Unlock()
+	if s.schemaReady {
+		return nil
 	}
 	// One replica at a time creates the schema; the others wait, then see it.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7263541)`); err != nil {
 			return err
 		}
@@ -97,10 +122,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return err
 	})
 	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("creating the history schema: %w", err)
+		return fmt.Errorf("creating the history schema: %w", err)
 	}
-	return &Store{pool: pool, days: map[int64]bool{}}, nil
+	s.schemaReady = true
+	return nil
 }
 
 func (s *Store) Close() error {
@@ -157,6 +182,9 @@ func (s *Store) ensureDays(ctx context.Context, versions []history.Version) erro
 }
 
 func (s *Store) Write(ctx context.Context, batch history.Batch) error {
+	if err := s.ensureSchema(ctx); err != nil {
+		return err
+	}
 	if err := s.ensureDays(ctx, batch.Versions); err != nil {
 		return err
 	}
@@ -194,6 +222,9 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 }
 
 func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error) {
+	if err := s.ensureSchema(ctx); err != nil {
+		return 0, false, err
+	}
 	var rev int64
 	err := s.pool.QueryRow(ctx, `SELECT revision FROM capture_progress WHERE source = $1`, source).Scan(&rev)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -208,6 +239,9 @@ const selectRecord = `SELECT v.uid, v.revision, v.namespace, v.name, v.regarding
 	FROM event_versions v LEFT JOIN event_deletions d ON d.uid = v.uid`
 
 func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, error) {
+	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
 	where, args, err := whereClause(q)
 	if err != nil {
 		return nil, err
@@ -234,6 +268,9 @@ func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, er
 }
 
 func (s *Store) Get(ctx context.Context, namespace, name string, revision int64) (history.Record, error) {
+	if err := s.ensureSchema(ctx); err != nil {
+		return history.Record{}, err
+	}
 	row := s.pool.QueryRow(ctx, selectRecord+` WHERE v.namespace = $1 AND v.name = $2 AND v.revision = $3`,
 		namespace, name, revision)
 	r, err := scanRecord(row)
@@ -284,6 +321,9 @@ type partition struct {
 
 // partitions lists the day partitions, oldest first.
 func (s *Store) partitions(ctx context.Context) ([]partition, error) {
+	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT c.relname, pg_total_relation_size(c.oid), greatest(c.reltuples, 0)::bigint
 		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = 'event_versions'::regclass ORDER BY c.relname`)
