@@ -54,5 +54,6 @@ kube::codegen::gen_openapi \
     --extra-pkgs "k8s.io/apimachinery/pkg/apis/meta/v1" \
     --extra-pkgs "k8s.io/apimachinery/pkg/util/intstr" \
     --report-filename "${REPO_ROOT}/hack/api-rules-violations.list" \
+    --output-model-name-file zz_generated.model_name.go \
     ${UPDATE_API_KNOWN_VIOLATIONS:+"--update-report"} \
     "${REPO_ROOT}/pkg"
