@@ -22,8 +22,11 @@ MODULE="github.com/eventapiserver/event-apiserver"
 BOILERPLATE="${REPO_ROOT}/hack/boilerplate.go.txt"
 
 # Deepcopy for the internal types; gen_helpers also installs conversion-gen.
+# history.eventapiserver.io/v1alpha1 carries an events.k8s.io/v1 Event, whose
+# conversion lives in pkg/conversion/eventsv1.
 kube::codegen::gen_helpers \
     --boilerplate "${BOILERPLATE}" \
+    --extra-peer-dir "${MODULE}/pkg/conversion/eventsv1" \
     "${REPO_ROOT}/pkg/apis"
 
 # Conversions are generated here rather than by gen_helpers because
@@ -51,5 +54,6 @@ kube::codegen::gen_openapi \
     --extra-pkgs "k8s.io/apimachinery/pkg/apis/meta/v1" \
     --extra-pkgs "k8s.io/apimachinery/pkg/util/intstr" \
     --report-filename "${REPO_ROOT}/hack/api-rules-violations.list" \
+    --output-model-name-file zz_generated.model_name.go \
     ${UPDATE_API_KNOWN_VIOLATIONS:+"--update-report"} \
     "${REPO_ROOT}/pkg"

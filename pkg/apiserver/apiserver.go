@@ -23,6 +23,8 @@ type ExtraConfig struct {
 	// TTL says how long an Event lives after its last write: --event-ttl
 	// (zero keeps Events forever), or the first --event-ttl-rule it matches.
 	TTL *ttl.Rules
+	// History, when set, keeps Event versions beyond the TTL.
+	History *HistoryConfig
 }
 
 type Config struct {
@@ -81,6 +83,12 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	eventsGroup.VersionedResourcesStorageMap[eventsv1.SchemeGroupVersion.Version] = storage
 	if err := genericServer.InstallAPIGroup(&eventsGroup); err != nil {
 		return nil, fmt.Errorf("installing events.k8s.io/v1: %w", err)
+	}
+
+	if c.ExtraConfig.History != nil {
+		if err := installHistory(genericServer, c.ExtraConfig.History); err != nil {
+			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
+		}
 	}
 
 	// As kube-apiserver does: /readyz waits until the watch cache is filled,

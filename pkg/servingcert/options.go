@@ -34,7 +34,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		Service:         "event-apiserver/event-apiserver",
-		APIServiceNames: []string{"v1.events.k8s.io"},
+		APIServiceNames: []string{"v1.events.k8s.io", "v1alpha1.history.eventapiserver.io"},
 		CAValidity:      DefaultCAValidity,
 		Validity:        DefaultValidity,
 		RenewFraction:   DefaultRenewFraction,

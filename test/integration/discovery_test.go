@@ -56,9 +56,11 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 			check: func(t *testing.T, r response) {
 				var l metav1.APIGroupList
 				decodeJSON(t, r, &l)
-				if len(l.Groups) != 1 || l.Groups[0].Name != "events.k8s.io" ||
-					l.Groups[0].PreferredVersion.GroupVersion != "events.k8s.io/v1" || len(l.Groups[0].Versions) != 1 {
-					t.Errorf("groups %+v, want only events.k8s.io with v1", l.Groups)
+				// Our own history group follows the Events group.
+				if len(l.Groups) != 2 || l.Groups[0].Name != "events.k8s.io" ||
+					l.Groups[0].PreferredVersion.GroupVersion != "events.k8s.io/v1" || len(l.Groups[0].Versions) != 1 ||
+					l.Groups[1].PreferredVersion.GroupVersion != "history.eventapiserver.io/v1alpha1" {
+					t.Errorf("groups %+v, want events.k8s.io with v1, then history.eventapiserver.io", l.Groups)
 				}
 			},
 		},
@@ -244,8 +246,17 @@ func assertAggregatedEvents(t *testing.T, r response, group string) {
 	}
 	var l apidiscoveryv2.APIGroupDiscoveryList
 	decodeJSON(t, r, &l)
-	if len(l.Items) != 1 || l.Items[0].Name != group || len(l.Items[0].Versions) != 1 {
-		t.Fatalf("groups %+v, want only %q with one version", l.Items, group)
+	want := []string{group}
+	if group != "" {
+		// Our own history group follows the Events group.
+		want = append(want, "history.eventapiserver.io")
+	}
+	var names []string
+	for _, item := range l.Items {
+		names = append(names, item.Name)
+	}
+	if fmt.Sprint(names) != fmt.Sprint(want) || len(l.Items[0].Versions) != 1 {
+		t.Fatalf("groups %+v, want %q, the first with one version", l.Items, want)
 	}
 	v := l.Items[0].Versions[0]
 	if v.Version != "v1" || len(v.Resources) != 1 || v.Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent {

@@ -51,6 +51,7 @@ type Options struct {
 	Logs          *logsapi.LoggingConfiguration
 	// Version is --version: print the version and quit.
 	Version version.Flag
+	History *HistoryOptions
 	// SelfSignedCertDNSNames are added to the generated serving
 	// certificate, e.g. <service>.<namespace>.svc for an APIService.
 	SelfSignedCertDNSNames []string
@@ -113,6 +114,7 @@ func NewOptions() *Options {
 		Logs:       logsapi.NewLoggingConfiguration(),
 
 		SelfSignedCertValidity: 365 * 24 * time.Hour,
+		History:                NewHistoryOptions(),
 	}
 }
 
@@ -151,6 +153,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Audit.AddFlags(fss.FlagSet("auditing"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	o.Version.AddFlag(fss.FlagSet("global"))
+	o.History.AddFlags(fss.FlagSet("history"))
 	return fss
 }
 
@@ -217,6 +220,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Storm.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
+	errs = append(errs, o.History.Validate()...)
 	if o.Embedded() {
 		if o.Aggregated.Enabled {
 			// Replicas behind an APIService would each keep their own
@@ -250,11 +254,12 @@ func (o *Options) Validate() error {
 
 // writesDataDir reports whether the server writes under --data-dir: the
 // embedded etcd, the standalone admin token and kubeconfig, a generated
-// serving certificate. Aggregated, with --etcd-servers and a certificate
-// from --tls-cert-file or the shared Secret, it writes nothing, so it runs
-// on a read-only root filesystem with no volume at all.
+// serving certificate, the embedded history store. Aggregated, with
+// --etcd-servers, a certificate from --tls-cert-file or the shared Secret
+// and history off or in PostgreSQL, it writes nothing, so it runs on a
+// read-only root filesystem with no volume at all.
 func (o *Options) writesDataDir() bool {
-	if o.Embedded() || !o.Aggregated.Enabled {
+	if o.Embedded() || !o.Aggregated.Enabled || o.History.writesDataDir() {
 		return true
 	}
 	return o.SecureServing.ServerCert.CertKey.CertFile == "" && !o.Aggregated.ServingCert.Enabled()

@@ -299,9 +299,13 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return buildChain(storm.WithChargeMemo(api), c)
 	}
 
+	history, err := o.History.Config(o.DataDir, o.Etcd.StorageConfig)
+	if err != nil {
+		return nil, err
+	}
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
-		ExtraConfig:   apiserver.ExtraConfig{TTL: ttlRules},
+		ExtraConfig:   apiserver.ExtraConfig{TTL: ttlRules, History: history},
 	}, nil
 }
 

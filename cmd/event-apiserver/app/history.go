@@ -1,0 +1,154 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
+	"github.com/eventapiserver/event-apiserver/pkg/history/postgres"
+	"github.com/eventapiserver/event-apiserver/pkg/history/sqlite"
+)
+
+const (
+	historyStoreSQLite   = "sqlite"
+	historyStorePostgres = "postgres"
+	// historyOpenTimeout bounds preparing a shared store at start; an
+	// unreachable one delays history, not the server.
+	historyOpenTimeout = 10 * time.Second
+)
+
+// HistoryOptions configure Event history beyond the TTL.
+type HistoryOptions struct {
+	Enabled bool
+	Store   string
+	// DSN locates the store; for sqlite a file path, by default
+	// <data-dir>/history/history.db.
+	DSN               string
+	Retention         time.Duration
+	MaxBytes          int64
+	RetentionInterval time.Duration
+	BatchSize         int
+	BatchInterval     time.Duration
+	MaxQueueBytes     int64
+}
+
+func NewHistoryOptions() *HistoryOptions {
+	return &HistoryOptions{
+		Enabled:           true,
+		Store:             historyStoreSQLite,
+		Retention:         14 * 24 * time.Hour,
+		RetentionInterval: time.Minute,
+		BatchSize:         500,
+		BatchInterval:     200 * time.Millisecond,
+		MaxQueueBytes:     64 << 20,
+	}
+}
+
+func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.Enabled, "history", o.Enabled,
+		"Keep every Event version beyond --event-ttl and serve it read-only as "+
+			"history.eventapiserver.io/v1alpha1 eventrecords.")
+	fs.StringVar(&o.Store, "history-store", o.Store,
+		"Where history is kept: sqlite (one file under --data-dir, nothing to install; each replica keeps "+
+			"its own) or postgres (one PostgreSQL 15+ database that every replica shares; --history-dsn).")
+	fs.StringVar(&o.DSN, "history-dsn", o.DSN,
+		"The history store's location: for sqlite a file path (default <data-dir>/history/history.db); "+
+			"for postgres a connection URL or key=value string (postgres://user@host/db?sslmode=verify-full).")
+	fs.DurationVar(&o.Retention, "history-retention", o.Retention,
+		"How long Event versions are kept in history after capture saw them. Zero: no age limit.")
+	fs.Int64Var(&o.MaxBytes, "history-max-bytes", o.MaxBytes,
+		"Size the history store is kept under by deleting its oldest versions. Zero: no size limit.")
+	fs.DurationVar(&o.RetentionInterval, "history-retention-interval", o.RetentionInterval,
+		"How often the retention limits are enforced.")
+	fs.IntVar(&o.BatchSize, "history-batch-size", o.BatchSize,
+		"Most Event changes written to history in one transaction.")
+	fs.DurationVar(&o.BatchInterval, "history-batch-interval", o.BatchInterval,
+		"Longest an Event change waits for its batch to fill before it is written to history.")
+	fs.Int64Var(&o.MaxQueueBytes, "history-max-queue-bytes", o.MaxQueueBytes,
+		"Bytes of Event changes read from etcd and not yet written to history; when full, capture stops "+
+			"reading etcd until the store catches up.")
+}
+
+func (o *HistoryOptions) Validate() []error {
+	if !o.Enabled {
+		return nil
+	}
+	var errs []error
+	switch o.Store {
+	case historyStoreSQLite:
+	case historyStorePostgres:
+		if o.DSN == "" {
+			errs = append(errs, fmt.Errorf("--history-store=postgres needs --history-dsn"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--history-store must be %s or %s", historyStoreSQLite, historyStorePostgres))
+	}
+	if o.Retention < 0 || o.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("--history-retention and --history-max-bytes must not be negative"))
+	}
+	if o.RetentionInterval <= 0 || o.BatchInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--history-retention-interval and --history-batch-interval must be positive"))
+	}
+	if o.BatchSize <= 0 || o.MaxQueueBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--history-batch-size and --history-max-queue-bytes must be positive"))
+	}
+	return errs
+}
+
+// writesDataDir reports whether history lives in the embedded store's
+// default file under --data-dir.
+func (o *HistoryOptions) writesDataDir() bool {
+	return o.Enabled && o.Store != historyStorePostgres && o.DSN == ""
+}
+
+// Config opens the store and capture's etcd client; nil when history is off.
+func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (*apiserver.HistoryConfig, error) {
+	if !o.Enabled {
+		return nil, nil
+	}
+	var store history.Store
+	var err error
+	if o.Store == historyStorePostgres {
+		ctx, cancel := context.WithTimeout(context.Background(), historyOpenTimeout)
+		defer cancel()
+		store, err = postgres.Open(ctx, o.DSN)
+	} else {
+		dsn := o.DSN
+		if dsn == "" {
+			dsn = filepath.Join(dataDir, "history", "history.db")
+		}
+		store, err = sqlite.Open(dsn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	client, err := capture.NewClient(storage.Transport)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("connecting history capture to etcd: %w", err)
+	}
+	return &apiserver.HistoryConfig{
+		Store:      store,
+		EtcdClient: client,
+		Capture: capture.Config{
+			// The key prefix the Event storage writes under, as kube-apiserver lays it out.
+			Prefix:        path.Join("/", storage.Prefix, "events") + "/",
+			BatchSize:     o.BatchSize,
+			BatchInterval: o.BatchInterval,
+			MaxQueueBytes: o.MaxQueueBytes,
+		},
+		Retention: history.Retention{
+			MaxAge:   o.Retention,
+			MaxBytes: o.MaxBytes,
+			Interval: o.RetentionInterval,
+		},
+	}, nil
+}

@@ -1,0 +1,66 @@
+package history
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// The metrics are history's health signal. History never fails /readyz or
+// /livez: the Events API does not depend on it, and a probe failing on it
+// would take Events down with their history. Alert on the lag instead.
+var (
+	CapturedRevision = newGauge("capture_revision",
+		"The etcd revision up to which Event versions are stored in history.")
+	EtcdRevision = newGauge("capture_etcd_revision",
+		"The newest etcd revision capture has heard of (watch responses and progress notifications).")
+	LagRevisions = newGauge("capture_lag_revisions",
+		"etcd revisions seen but not yet stored in history: capture_etcd_revision - capture_revision.")
+	LagSeconds = newGauge("capture_lag_seconds",
+		"Age of the oldest Event change received from etcd and not yet stored in history; 0 when all are stored.")
+	QueueBytes = newGauge("capture_queue_bytes",
+		"Bytes of Event changes received and waiting to be written to history.")
+	VersionsWritten = newCounter("versions_written_total",
+		"Event versions handed to the history store (repeats across replicas or restarts are stored once).")
+	DeletionsWritten = newCounter("deletions_written_total",
+		"Event deletions and lease expiries handed to the history store.")
+	DecodeErrors = newCounter("capture_decode_errors_total",
+		"etcd values under the Events prefix that could not be decoded as Events and were not stored.")
+	StoreErrors = newCounter("store_errors_total",
+		"Failed history store writes; capture retries them and reads no more from etcd meanwhile.")
+	Relists = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "event_apiserver", Subsystem: "history", Name: "capture_relists_total",
+		Help: "Full reads of the Events prefix: reason start (no stored revision) or compacted (etcd compacted " +
+			"past the stored revision; versions written and replaced while capture was away are lost).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+	Rows = newGauge("rows",
+		"Event versions in the history store, as of the last retention pass.")
+	Bytes = newGauge("bytes",
+		"Bytes the history store uses, as of the last retention pass.")
+	RetentionDeleted = newCounter("retention_deleted_total",
+		"Event versions deleted from history by age (--history-retention) or size (--history-max-bytes).")
+)
+
+func newGauge(name, help string) *metrics.Gauge {
+	return metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: "event_apiserver", Subsystem: "history", Name: name, Help: help, StabilityLevel: metrics.ALPHA,
+	})
+}
+
+func newCounter(name, help string) *metrics.Counter {
+	return metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "event_apiserver", Subsystem: "history", Name: name, Help: help, StabilityLevel: metrics.ALPHA,
+	})
+}
+
+var registerOnce sync.Once
+
+// RegisterMetrics adds history's metrics to /metrics.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(CapturedRevision, EtcdRevision, LagRevisions, LagSeconds, QueueBytes,
+			VersionsWritten, DeletionsWritten, DecodeErrors, StoreErrors, Relists, Rows, Bytes, RetentionDeleted)
+	})
+}

@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventapiserver/event-apiserver/internal/pgtest"
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
+)
+
+var databases atomic.Int64
+
+// openTest opens a store in a new database of the cluster at dsn.
+func openTest(t *testing.T, dsn string) *Store {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("history_%d", databases.Add(1))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, strings.Replace(dsn, "dbname=postgres", "dbname="+name, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStore(t *testing.T) {
+	dsn := pgtest.Start(t)
+	storetest.Run(t, func(t *testing.T) history.Store { return openTest(t, dsn) })
+}
+
+func TestRetainDropsDays(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, pgtest.Start(t))
+	// Four days of versions, 10 a day, each 4 KiB.
+	var versions []history.Version
+	for d := 0; d < 4; d++ {
+		for i := 0; i < 10; i++ {
+			rev := int64(d*10 + i + 1)
+			v := storetest.Version(fmt.Sprint("u", rev), rev, "p", d*24*60+i)
+			v.Object = make([]byte, 4096)
+			versions = append(versions, v)
+		}
+	}
+	if err := s.Write(ctx, history.Batch{Versions: versions}); err != nil {
+		t.Fatal(err)
+	}
+	// A second replica writing the same versions stores nothing more.
+	if err := s.Write(ctx, history.Batch{Versions: versions}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.List(ctx, history.Query{})
+	if err != nil || len(all) != 40 {
+		t.Fatalf("%d versions (%v), want 40", len(all), err)
+	}
+	// Base is noon: a cutoff at the start of Base's second day drops the first.
+	cutoff := storetest.Base.Truncate(24 * time.Hour).Add(24 * time.Hour)
+	n, err := s.Retain(ctx, cutoff, 0, 0)
+	if err != nil || n != 10 {
+		t.Fatalf("age retention dropped %d (%v), want the first day's 10", n, err)
+	}
+	parts, err := s.partitions(ctx)
+	if err != nil || len(parts) != 3 {
+		t.Fatalf("%d partitions (%v), want 3", len(parts), err)
+	}
+	// The size limit drops the oldest days and never the newest.
+	if _, err := s.Retain(ctx, time.Time{}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	left, err := s.List(ctx, history.Query{})
+	if err != nil || len(left) != 10 || left[0].Revision != 40 {
+		t.Fatalf("after size retention: %v (%v), want the last day's 10", storetest.Revisions(left), err)
+	}
+}

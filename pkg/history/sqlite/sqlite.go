@@ -1,0 +1,325 @@
+// Package sqlite is the embedded history store: one SQLite file, written
+// through modernc.org/sqlite, a pure-Go translation of SQLite, so the server
+// stays one static binary with nothing to install (no cgo, no shared
+// library), and the file is the format every operator's tools can open.
+//
+// One table holds a row per Event version, indexed for "one object's
+// history, newest first"; a second holds when each Event left etcd, so the
+// order in which replicas write versions and deletions does not matter.
+// Expiry is an indexed DELETE by observation time in bounded batches rather
+// than one table per day: SQLite has no partitions, a table or attached
+// file per day would turn every query into a UNION over up to --history-retention
+// days, and a DELETE of a few thousand rows holds the write lock for
+// milliseconds while WAL readers go on. Freed pages are reused, so the file
+// stops growing at its retention size instead of shrinking (no VACUUM,
+// which would rewrite the whole file under a lock).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS versions (
+	uid TEXT NOT NULL,
+	revision INTEGER NOT NULL,
+	namespace TEXT NOT NULL,
+	name TEXT NOT NULL,
+	regarding_uid TEXT NOT NULL,
+	regarding_name TEXT NOT NULL,
+	regarding_namespace TEXT NOT NULL,
+	regarding_kind TEXT NOT NULL,
+	related_uid TEXT NOT NULL,
+	related_name TEXT NOT NULL,
+	reason TEXT NOT NULL,
+	type TEXT NOT NULL,
+	reporting_controller TEXT NOT NULL,
+	last_seen INTEGER NOT NULL,
+	observed_at INTEGER NOT NULL,
+	object BLOB NOT NULL,
+	PRIMARY KEY (uid, revision)
+);
+CREATE INDEX IF NOT EXISTS versions_by_time ON versions (last_seen DESC, revision DESC);
+CREATE INDEX IF NOT EXISTS versions_by_namespace ON versions (namespace, last_seen DESC, revision DESC);
+CREATE INDEX IF NOT EXISTS versions_by_name ON versions (namespace, name, revision);
+CREATE INDEX IF NOT EXISTS versions_by_regarding_uid ON versions (regarding_uid, last_seen DESC, revision DESC);
+CREATE INDEX IF NOT EXISTS versions_by_regarding_name ON versions (regarding_name, last_seen DESC, revision DESC);
+CREATE INDEX IF NOT EXISTS versions_by_related_uid ON versions (related_uid, last_seen DESC, revision DESC);
+CREATE INDEX IF NOT EXISTS versions_by_related_name ON versions (related_name, last_seen DESC, revision DESC);
+CREATE INDEX IF NOT EXISTS versions_by_observed ON versions (observed_at);
+CREATE TABLE IF NOT EXISTS deletions (
+	uid TEXT PRIMARY KEY,
+	revision INTEGER NOT NULL,
+	deleted_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS progress (
+	source TEXT PRIMARY KEY,
+	revision INTEGER NOT NULL
+);
+`
+
+// Store is a history.Store in one SQLite file.
+type Store struct {
+	db *sql.DB
+}
+
+var _ history.Store = &Store{}
+
+// Open opens or creates the database at path, in WAL mode so that queries
+// never wait for capture's writes.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating history directory: %w", err)
+	}
+	params := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(OFF)"} {
+		params.Add("_pragma", p)
+	}
+	// Writers take the lock when they begin, not at their first write, so
+	// two writers never deadlock upgrading a read lock.
+	params.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+params.Encode())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("creating history schema in %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) Write(ctx context.Context, batch history.Batch) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if len(batch.Versions) > 0 {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO versions (uid, revision, namespace, name,
+			regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
+			reason, type, reporting_controller, last_seen, observed_at, object)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid, revision) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i := range batch.Versions {
+			v := &batch.Versions[i]
+			if _, err := stmt.ExecContext(ctx, v.UID, v.Revision, v.Namespace, v.Name,
+				v.RegardingUID, v.RegardingName, v.RegardingNamespace, v.RegardingKind, v.RelatedUID, v.RelatedName,
+				v.Reason, v.Type, v.ReportingController, v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range batch.Deletions {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at) VALUES (?, ?, ?)
+			ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano()); err != nil {
+			return err
+		}
+	}
+	if g := batch.Gone; g != nil {
+		if err := recordGone(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	if batch.Source != "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO progress (source, revision) VALUES (?, ?)
+			ON CONFLICT (source) DO UPDATE SET revision = max(revision, excluded.revision)`,
+			batch.Source, batch.Revision); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func recordGone(ctx context.Context, tx *sql.Tx, g *history.Gone) error {
+	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS live (uid TEXT PRIMARY KEY)`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM live`); err != nil {
+		return err
+	}
+	for _, uid := range g.Live {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO live (uid) VALUES (?)`, uid); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at)
+		SELECT DISTINCT v.uid, ?, ? FROM versions v
+		WHERE v.revision <= ? AND v.uid NOT IN (SELECT uid FROM live) AND v.uid NOT IN (SELECT uid FROM deletions)
+		ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), g.Revision)
+	return err
+}
+
+func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error) {
+	var rev int64
+	err := s.db.QueryRowContext(ctx, `SELECT revision FROM progress WHERE source = ?`, source).Scan(&rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return rev, err == nil, err
+}
+
+const selectRecord = `SELECT v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
+	v.regarding_namespace, v.regarding_kind, v.related_uid, v.related_name, v.reason, v.type,
+	v.reporting_controller, v.last_seen, v.observed_at, v.object, d.revision, d.deleted_at
+	FROM versions v LEFT JOIN deletions d ON d.uid = v.uid`
+
+func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, error) {
+	where, args, err := whereClause(q)
+	if err != nil {
+		return nil, err
+	}
+	query := selectRecord + where + ` ORDER BY v.last_seen DESC, v.revision DESC`
+	if q.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, q.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []history.Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) Get(ctx context.Context, namespace, name string, revision int64) (history.Record, error) {
+	row := s.db.QueryRowContext(ctx, selectRecord+` WHERE v.namespace = ? AND v.name = ? AND v.revision = ?`,
+		namespace, name, revision)
+	r, err := scanRecord(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, history.ErrNotFound
+	}
+	return r, err
+}
+
+// whereClause binds ? placeholders in order.
+func whereClause(q history.Query) (string, []any, error) {
+	var args []any
+	where, err := q.Where(func(v any) string {
+		args = append(args, v)
+		return "?"
+	})
+	return where, args, err
+}
+
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanRecord(row scanner) (history.Record, error) {
+	var r history.Record
+	var lastSeen, observed int64
+	var delRev, delAt sql.NullInt64
+	v := &r.Version
+	err := row.Scan(&v.UID, &v.Revision, &v.Namespace, &v.Name, &v.RegardingUID, &v.RegardingName,
+		&v.RegardingNamespace, &v.RegardingKind, &v.RelatedUID, &v.RelatedName, &v.Reason, &v.Type,
+		&v.ReportingController, &lastSeen, &observed, &v.Object, &delRev, &delAt)
+	if err != nil {
+		return r, err
+	}
+	v.LastSeen = time.Unix(0, lastSeen).UTC()
+	v.ObservedAt = time.Unix(0, observed).UTC()
+	if delAt.Valid {
+		at := time.Unix(0, delAt.Int64).UTC()
+		r.DeletedAt = &at
+		r.DeletedRevision = delRev.Int64
+	}
+	return r, nil
+}
+
+func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, batchSize int) (int64, error) {
+	if batchSize <= 0 {
+		batchSize = 1000
+	}
+	var deleted int64
+	for ctx.Err() == nil {
+		n, err := s.deleteOldest(ctx, `WHERE observed_at < ?`, cutoff.UnixNano(), batchSize)
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+		if n < int64(batchSize) {
+			break
+		}
+	}
+	for maxBytes > 0 && ctx.Err() == nil {
+		stats, err := s.Stats(ctx)
+		if err != nil {
+			return deleted, err
+		}
+		if stats.Bytes <= maxBytes || stats.Rows == 0 {
+			break
+		}
+		n, err := s.deleteOldest(ctx, ``, nil, batchSize)
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+		if n == 0 {
+			break
+		}
+	}
+	if deleted > 0 {
+		// A version is observed before its Event's deletion, so a deletion
+		// older than every remaining version belongs to no remaining row.
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM deletions WHERE deleted_at <
+			(SELECT coalesce(min(observed_at), 9223372036854775807) FROM versions)`); err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, ctx.Err()
+}
+
+func (s *Store) deleteOldest(ctx context.Context, where string, arg any, limit int) (int64, error) {
+	query := `DELETE FROM versions WHERE rowid IN (SELECT rowid FROM versions ` + where + ` ORDER BY observed_at LIMIT ?)`
+	args := []any{limit}
+	if arg != nil {
+		args = []any{arg, limit}
+	}
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// Stats reports the rows and the bytes the file uses, free pages excluded:
+// those are reused before the file grows again.
+func (s *Store) Stats(ctx context.Context) (history.Stats, error) {
+	var st history.Stats
+	var pages, free, pageSize int64
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM versions`).Scan(&st.Rows); err != nil {
+		return st, err
+	}
+	for pragma, dst := range map[string]*int64{"page_count": &pages, "freelist_count": &free, "page_size": &pageSize} {
+		if err := s.db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(dst); err != nil {
+			return st, err
+		}
+	}
+	st.Bytes = (pages - free) * pageSize
+	return st, nil
+}

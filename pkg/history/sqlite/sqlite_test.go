@@ -1,0 +1,65 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
+)
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "history", "history.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) history.Store { return openTest(t) })
+}
+
+func TestRetain(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	var versions []history.Version
+	for i := int64(1); i <= 50; i++ {
+		v := storetest.Version(fmt.Sprint("u", i), i, "p", int(i))
+		v.Object = make([]byte, 4096)
+		versions = append(versions, v)
+	}
+	if err := s.Write(ctx, history.Batch{Versions: versions, Deletions: []history.Deletion{{UID: "u1", Revision: 51, At: storetest.Base.Add(time.Second)}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Observed at storetest.Base+rev seconds: a cutoff at storetest.Base+11s removes revisions 1-10.
+	n, err := s.Retain(ctx, storetest.Base.Add(11*time.Second), 0, 3)
+	if err != nil || n != 10 {
+		t.Fatalf("age retention deleted %d (%v), want 10", n, err)
+	}
+	before, _ := s.Stats(ctx)
+	if before.Rows != 40 {
+		t.Fatalf("rows = %d, want 40", before.Rows)
+	}
+	var deletions int
+	if err := s.db.QueryRow(`SELECT count(*) FROM deletions`).Scan(&deletions); err != nil || deletions != 0 {
+		t.Fatalf("deletions left = %d (%v): a deletion older than every version must go", deletions, err)
+	}
+	limit := before.Bytes / 2
+	if _, err := s.Retain(ctx, time.Time{}, limit, 5); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := s.Stats(ctx)
+	if after.Bytes > limit || after.Rows == 0 || after.Rows >= 40 {
+		t.Fatalf("after size retention: %+v, limit %d", after, limit)
+	}
+	got, _ := s.List(ctx, history.Query{Limit: 1})
+	if len(got) != 1 || got[0].Revision != 50 {
+		t.Fatalf("size retention must drop the oldest first, newest left: %v", storetest.Revisions(got))
+	}
+}

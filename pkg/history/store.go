@@ -1,0 +1,141 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Version is one Event version as etcd held it at Revision.
+type Version struct {
+	UID       string
+	Revision  int64
+	Namespace string
+	Name      string
+
+	// The columns the read API filters on; see Column.
+	RegardingUID        string
+	RegardingName       string
+	RegardingNamespace  string
+	RegardingKind       string
+	RelatedUID          string
+	RelatedName         string
+	Reason              string
+	Type                string
+	ReportingController string
+
+	// LastSeen is when the Event last happened, as `kubectl events` shows
+	// it; the time window and the order of the read API use it.
+	LastSeen time.Time
+	// ObservedAt is when capture saw this version; retention uses it.
+	ObservedAt time.Time
+	// Object is the value etcd held: core/v1 protobuf in the k8s envelope.
+	Object []byte
+}
+
+// Deletion records that the Event with UID left etcd at Revision, deleted
+// through the API or expired with its lease.
+type Deletion struct {
+	UID      string
+	Revision int64
+	At       time.Time
+}
+
+// Batch is what capture writes in one transaction. Revision is the etcd
+// revision up to which Source is captured once the batch is stored; it never
+// moves a source's progress backwards.
+type Batch struct {
+	Source    string
+	Revision  int64
+	Versions  []Version
+	Deletions []Deletion
+	// Gone, after a relist, records the deletions capture could not see.
+	Gone *Gone
+}
+
+// Gone says which Events were in etcd at Revision. Every Event with a
+// version at or before Revision that is not Live and has no deletion was
+// deleted, unseen, before Revision; it is recorded as deleted At Revision.
+// Versions after Revision are untouched: another replica may be ahead.
+type Gone struct {
+	Revision int64
+	Live     []string
+	At       time.Time
+}
+
+// Column is a filterable property of a Version.
+type Column string
+
+const (
+	ColumnNamespace           Column = "namespace"
+	ColumnName                Column = "name"
+	ColumnRegardingUID        Column = "regarding_uid"
+	ColumnRegardingName       Column = "regarding_name"
+	ColumnRegardingNamespace  Column = "regarding_namespace"
+	ColumnRegardingKind       Column = "regarding_kind"
+	ColumnRelatedUID          Column = "related_uid"
+	ColumnRelatedName         Column = "related_name"
+	ColumnReason              Column = "reason"
+	ColumnType                Column = "type"
+	ColumnReportingController Column = "reporting_controller"
+)
+
+// Condition holds when any of Columns equals Value, or with Not, when none
+// does. Several columns express the ...OrRelated selectors.
+type Condition struct {
+	Columns []Column
+	Value   string
+	Not     bool
+}
+
+// Cursor is the position after the last row of a page, in the read order
+// (LastSeen, then Revision, both descending).
+type Cursor struct {
+	LastSeen time.Time
+	Revision int64
+}
+
+// Query selects versions newest first.
+type Query struct {
+	Conditions []Condition
+	// Since and Until bound LastSeen (inclusive, exclusive); zero is open.
+	Since, Until time.Time
+	// After continues a previous page.
+	After *Cursor
+	Limit int
+}
+
+// Record is a stored version with what is known of its Event's end.
+type Record struct {
+	Version
+	// DeletedAt is set once the Event left etcd.
+	DeletedAt       *time.Time
+	DeletedRevision int64
+}
+
+// Stats describe the store's size.
+type Stats struct {
+	Rows  int64
+	Bytes int64
+}
+
+// ErrNotFound is returned by Get for a version the store does not hold.
+var ErrNotFound = errors.New("event version not in history")
+
+// Store keeps Event versions. Implementations are safe for concurrent use.
+type Store interface {
+	// Write stores a batch atomically; versions and deletions already
+	// stored are left as they are.
+	Write(ctx context.Context, batch Batch) error
+	// Progress returns the revision up to which source is captured, and
+	// false when nothing was captured yet.
+	Progress(ctx context.Context, source string) (int64, bool, error)
+	List(ctx context.Context, query Query) ([]Record, error)
+	Get(ctx context.Context, namespace, name string, revision int64) (Record, error)
+	// Retain deletes the oldest versions, observed before cutoff or beyond
+	// maxBytes (0: no size limit), at most batchSize rows per transaction,
+	// and returns how many rows it deleted.
+	Retain(ctx context.Context, cutoff time.Time, maxBytes int64, batchSize int) (int64, error)
+	Stats(ctx context.Context) (Stats, error)
+	Close() error
+}

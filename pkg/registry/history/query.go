@@ -1,0 +1,162 @@
+package history
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
+	store "github.com/eventapiserver/event-apiserver/pkg/history"
+)
+
+// The time window is two pseudo field labels, so plain kubectl carries it:
+// --field-selector regarding.uid=U,since=168h.
+const (
+	labelSince = "since"
+	labelUntil = "until"
+)
+
+// AddFieldLabelConversions makes EventRecords accept the events.k8s.io/v1
+// field labels, spelled and answered as there, plus since and until.
+func AddFieldLabelConversions(scheme *runtime.Scheme) error {
+	return scheme.AddFieldLabelConversionFunc(v1alpha1.SchemeGroupVersion.WithKind("EventRecord"),
+		func(label, value string) (string, string, error) {
+			if label == labelSince || label == labelUntil {
+				return label, value, nil
+			}
+			internal, ok := fieldselectors.EventsV1Label(label)
+			if !ok {
+				return "", "", fmt.Errorf("field label not supported: %s", label)
+			}
+			return internal, value, nil
+		})
+}
+
+// columns are the internal fields the store filters on; the others are
+// matched on the decoded Event.
+var columns = map[string]store.Column{
+	"metadata.namespace":       store.ColumnNamespace,
+	"metadata.name":            store.ColumnName,
+	"involvedObject.uid":       store.ColumnRegardingUID,
+	"involvedObject.name":      store.ColumnRegardingName,
+	"involvedObject.namespace": store.ColumnRegardingNamespace,
+	"involvedObject.kind":      store.ColumnRegardingKind,
+	"related.uid":              store.ColumnRelatedUID,
+	"related.name":             store.ColumnRelatedName,
+	"reason":                   store.ColumnReason,
+	"type":                     store.ColumnType,
+	"reportingComponent":       store.ColumnReportingController,
+}
+
+// selection is a parsed list request: the store query, and the field
+// selector (window removed) every returned Event must also match.
+type parsed struct {
+	query store.Query
+	field fields.Selector
+}
+
+// parseFieldSelector splits an internal-label field selector into store
+// conditions, the time window, and the selector matched in memory.
+func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error) {
+	p := parsed{field: fields.Everything()}
+	if selector == nil {
+		return p, nil
+	}
+	var rest []fields.Selector
+	for _, r := range selector.Requirements() {
+		if r.Field == labelSince || r.Field == labelUntil {
+			if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s%s%s", r.Field, r.Field, r.Operator, r.Value))
+			}
+			t, err := parseTime(r.Value, now)
+			if err != nil {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %s=%s: %v", r.Field, r.Value, err))
+			}
+			if r.Field == labelSince {
+				p.query.Since = t
+			} else {
+				p.query.Until = t
+			}
+			continue
+		}
+		not := r.Operator == selection.NotEquals
+		if not {
+			rest = append(rest, fields.OneTermNotEqualSelector(r.Field, r.Value))
+		} else {
+			rest = append(rest, fields.OneTermEqualSelector(r.Field, r.Value))
+		}
+		var cols []store.Column
+		for _, plain := range fieldselectors.PlainFields(r.Field) {
+			col, ok := columns[plain]
+			if !ok {
+				cols = nil
+				break
+			}
+			cols = append(cols, col)
+		}
+		if len(cols) > 0 {
+			p.query.Conditions = append(p.query.Conditions, store.Condition{Columns: cols, Value: r.Value, Not: not})
+		}
+	}
+	if !p.query.Since.IsZero() && !p.query.Until.IsZero() && !p.query.Since.Before(p.query.Until) {
+		return p, apierrors.NewBadRequest(fmt.Sprintf("field selector since (%s) must be before until (%s)",
+			p.query.Since.Format(time.RFC3339), p.query.Until.Format(time.RFC3339)))
+	}
+	if len(rest) > 0 {
+		p.field = fields.AndSelectors(rest...)
+	}
+	return p, nil
+}
+
+// parseTime reads an RFC 3339 time or a duration before now ("168h", "30m").
+func parseTime(value string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, value); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want an RFC 3339 time (2006-01-02T15:04:05Z) or a duration before now (168h)")
+	}
+	if d < 0 {
+		return time.Time{}, fmt.Errorf("a duration before now must not be negative")
+	}
+	return now.Add(-d), nil
+}
+
+// continueToken is the opaque position after a page.
+type continueToken struct {
+	Version  int   `json:"v"`
+	LastSeen int64 `json:"t"`
+	Revision int64 `json:"r"`
+}
+
+func encodeContinue(c store.Cursor) string {
+	b, _ := json.Marshal(continueToken{Version: 1, LastSeen: c.LastSeen.UnixNano(), Revision: c.Revision})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(token string) (*store.Cursor, error) {
+	if token == "" {
+		return nil, nil
+	}
+	bad := apierrors.NewBadRequest("invalid continue token: use the token of the previous page unchanged, or list again without it")
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(token))
+	if err != nil {
+		return nil, bad
+	}
+	var c continueToken
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil || c.Version != 1 || c.Revision <= 0 {
+		return nil, bad
+	}
+	return &store.Cursor{LastSeen: time.Unix(0, c.LastSeen).UTC(), Revision: c.Revision}, nil
+}

@@ -1,0 +1,90 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+
+	store "github.com/eventapiserver/event-apiserver/pkg/history"
+)
+
+func TestParseFieldSelector(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name         string
+		selector     string
+		conditions   []store.Condition
+		since, until time.Time
+		inMemory     string
+		badRequest   bool
+	}{
+		{name: "empty"},
+		{name: "indexed", selector: "involvedObject.uid=u",
+			conditions: []store.Condition{{Columns: []store.Column{store.ColumnRegardingUID}, Value: "u"}}, inMemory: "involvedObject.uid=u"},
+		{name: "or field", selector: "involvedObjectOrRelated.uid!=u",
+			conditions: []store.Condition{{Columns: []store.Column{store.ColumnRegardingUID, store.ColumnRelatedUID}, Value: "u", Not: true}}, inMemory: "involvedObjectOrRelated.uid!=u"},
+		{name: "not a column", selector: "action=Binding", inMemory: "action=Binding"},
+		{name: "or field without columns", selector: "involvedObjectOrRelated.kind=Pod", inMemory: "involvedObjectOrRelated.kind=Pod"},
+		{name: "duration", selector: "since=168h", since: now.Add(-168 * time.Hour)},
+		{name: "rfc3339", selector: "since=2026-11-01T00:00:00Z,until=2026-11-02T00:00:00Z",
+			since: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), until: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)},
+		{name: "bad time", selector: "since=yesterday", badRequest: true},
+		{name: "negative duration", selector: "until=-1h", badRequest: true},
+		{name: "not equals on the window", selector: "since!=1h", badRequest: true},
+		{name: "empty window", selector: "since=1h,until=2h", badRequest: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			selector, err := fields.ParseSelector(tc.selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := parseFieldSelector(selector, now)
+			if tc.badRequest {
+				if !apierrors.IsBadRequest(err) {
+					t.Fatalf("err = %v, want a BadRequest", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.query.Conditions) != len(tc.conditions) {
+				t.Fatalf("conditions = %+v, want %+v", p.query.Conditions, tc.conditions)
+			}
+			for i, c := range tc.conditions {
+				got := p.query.Conditions[i]
+				if got.Value != c.Value || got.Not != c.Not || len(got.Columns) != len(c.Columns) || got.Columns[0] != c.Columns[0] {
+					t.Errorf("condition %d = %+v, want %+v", i, got, c)
+				}
+			}
+			if !p.query.Since.Equal(tc.since) || !p.query.Until.Equal(tc.until) {
+				t.Errorf("window = [%v, %v), want [%v, %v)", p.query.Since, p.query.Until, tc.since, tc.until)
+			}
+			if p.field.String() != tc.inMemory {
+				t.Errorf("in-memory selector = %q, want %q", p.field.String(), tc.inMemory)
+			}
+		})
+	}
+}
+
+func TestContinueToken(t *testing.T) {
+	cursor := store.Cursor{LastSeen: time.Unix(1700000000, 5).UTC(), Revision: 42}
+	got, err := decodeContinue(encodeContinue(cursor))
+	if err != nil || got == nil || *got != cursor {
+		t.Fatalf("round trip: %v, %v", got, err)
+	}
+	for name, token := range map[string]string{
+		"not base64":     "%%%",
+		"not json":       "bm90IGpzb24",
+		"wrong version":  "eyJ2IjoyLCJ0IjoxLCJyIjoxfQ",
+		"no revision":    "eyJ2IjoxLCJ0IjoxfQ",
+		"unknown fields": "eyJ2IjoxLCJ0IjoxLCJyIjoxLCJ4IjoxfQ",
+	} {
+		if _, err := decodeContinue(token); !apierrors.IsBadRequest(err) {
+			t.Errorf("%s: err = %v, want a BadRequest", name, err)
+		}
+	}
+}

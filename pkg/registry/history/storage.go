@@ -1,0 +1,181 @@
+// Package history serves history.eventapiserver.io/v1alpha1 EventRecords,
+// read-only, from a history store: get and list (no watch: history only
+// grows behind the Events API, which is where to watch).
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+	historyapi "github.com/eventapiserver/event-apiserver/pkg/apis/history"
+	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
+	store "github.com/eventapiserver/event-apiserver/pkg/history"
+)
+
+const (
+	// maxPage bounds a response: a list without limit, or with a larger
+	// one, gets this many records and a continue token.
+	maxPage = 1000
+	// scanFactor bounds the rows one request reads per record it may return
+	// when filters the store cannot apply reject rows; the response then
+	// ends early with a continue token, as a Kubernetes list may.
+	scanFactor = 20
+)
+
+// REST is the read-only EventRecord storage.
+type REST struct {
+	tableConvertor
+	store   store.Store
+	decoder runtime.Decoder
+}
+
+var (
+	_ rest.Getter               = &REST{}
+	_ rest.Lister               = &REST{}
+	_ rest.Scoper               = &REST{}
+	_ rest.SingularNameProvider = &REST{}
+	_ rest.Storage              = &REST{}
+)
+
+// NewREST serves the records of s; decoder reads the stored Events.
+func NewREST(s store.Store, decoder runtime.Decoder) *REST {
+	return &REST{store: s, decoder: decoder}
+}
+
+func (r *REST) New() runtime.Object     { return &historyapi.EventRecord{} }
+func (r *REST) NewList() runtime.Object { return &historyapi.EventRecordList{} }
+func (r *REST) Destroy()                {}
+func (r *REST) NamespaceScoped() bool   { return true }
+func (r *REST) GetSingularName() string { return "eventrecord" }
+
+func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	notFound := apierrors.NewNotFound(historyapi.Resource("eventrecords"), name)
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 {
+		return nil, notFound
+	}
+	revision, err := strconv.ParseInt(name[i+1:], 10, 64)
+	if err != nil || revision <= 0 {
+		return nil, notFound
+	}
+	namespace := genericapirequest.NamespaceValue(ctx)
+	rec, err := r.store.Get(ctx, namespace, name[:i], revision)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return r.record(rec)
+}
+
+func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
+	if options == nil {
+		options = &metainternalversion.ListOptions{}
+	}
+	p, err := parseFieldSelector(options.FieldSelector, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if p.query.After, err = decodeContinue(options.Continue); err != nil {
+		return nil, err
+	}
+	if namespace := genericapirequest.NamespaceValue(ctx); namespace != "" {
+		p.query.Conditions = append(p.query.Conditions, store.Condition{Columns: []store.Column{store.ColumnNamespace}, Value: namespace})
+	}
+	label := options.LabelSelector
+	if label == nil {
+		label = labels.Everything()
+	}
+	predicate := fieldselectors.Matcher(label, p.field)
+
+	limit := int(options.Limit)
+	if limit <= 0 || limit > maxPage {
+		limit = maxPage
+	}
+	out := &historyapi.EventRecordList{}
+	budget := scanFactor*limit + maxPage
+	var last *store.Cursor
+	for budget > 0 {
+		// One more than needed tells whether another page follows.
+		p.query.Limit = min(limit-len(out.Items)+1, budget)
+		rows, err := r.store.List(ctx, p.query)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		budget -= len(rows)
+		for _, row := range rows {
+			if len(out.Items) == limit {
+				out.Continue = encodeContinue(*last)
+				return out, nil
+			}
+			cursor := store.Cursor{LastSeen: row.LastSeen, Revision: row.Revision}
+			last = &cursor
+			rec, err := r.record(row)
+			if err != nil {
+				return nil, err
+			}
+			if ok, err := predicate.Matches(&rec.Event); err != nil || !ok {
+				continue
+			}
+			out.Items = append(out.Items, *rec)
+		}
+		if len(rows) < p.query.Limit {
+			return out, nil
+		}
+		p.query.After = last
+	}
+	if last != nil {
+		out.Continue = encodeContinue(*last)
+	}
+	return out, nil
+}
+
+// record turns a stored version into an EventRecord.
+func (r *REST) record(row store.Record) (*historyapi.EventRecord, error) {
+	obj, _, err := r.decoder.Decode(row.Object, nil, &core.Event{})
+	event, ok := obj.(*core.Event)
+	if err != nil || !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("history holds an undecodable Event %s/%s at revision %d: %v", row.Namespace, row.Name, row.Revision, err))
+	}
+	// etcd values carry no resourceVersion; the storage layer sets it from
+	// the revision when it reads, and so does history.
+	event.ResourceVersion = strconv.FormatInt(row.Revision, 10)
+	rec := &historyapi.EventRecord{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              fmt.Sprintf("%s.%d", row.Name, row.Revision),
+			Namespace:         row.Namespace,
+			CreationTimestamp: metav1.NewTime(row.ObservedAt),
+		},
+		Event:    *event,
+		LastSeen: metav1.NewTime(row.LastSeen),
+		Live:     row.DeletedAt == nil,
+	}
+	if row.DeletedAt != nil {
+		t := metav1.NewTime(*row.DeletedAt)
+		rec.DeletedAt = &t
+	}
+	return rec, nil
+}
+
+// storeError reports an unavailable store as 503, which clients retry: the
+// store's failure is not the request's fault.
+func storeError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return apierrors.NewTimeoutError("history query did not finish in time", 1)
+	}
+	return apierrors.NewServiceUnavailable(fmt.Sprintf("history store: %v", err))
+}

@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+)
+
+// TestHistoryAggregated serves history.eventapiserver.io through
+// kube-apiserver's aggregator, and captures the core/v1 Events that
+// kube-apiserver itself writes into the shared events etcd. RBAC on
+// eventrecords is kube-apiserver's, through SubjectAccessReview.
+func TestHistoryAggregated(t *testing.T) {
+	c := startAggregatedCluster(t)
+	ctx := pollCtx(t)
+	caBundle, err := os.ReadFile(c.events.CACertFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregator, err := aggregatorclient.NewForConfig(c.kube.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int32(c.events.Port)
+	// The APIService deploy/ needs for history (the test's Service namespace aside).
+	mustCreate(t, func() error {
+		_, err := aggregator.ApiregistrationV1().APIServices().Create(ctx, &apiregistrationv1.APIService{
+			ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.history.eventapiserver.io"},
+			Spec: apiregistrationv1.APIServiceSpec{
+				Group: "history.eventapiserver.io", Version: "v1alpha1",
+				GroupPriorityMinimum: 1000, VersionPriority: 15, CABundle: caBundle,
+				Service: &apiregistrationv1.ServiceReference{Namespace: aggregatedServiceNamespace, Name: "event-apiserver", Port: &port},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	})
+
+	ns := uniqueName("history-agg")
+	c.createNamespace(t, ns)
+	// Written by kube-apiserver (core/v1 stays there), read from etcd by our capture.
+	if _, err := c.client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "by-kube-apiserver"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "p", UID: "uid-agg"},
+		Reason:         "Started", Message: "written through kube-apiserver", Type: corev1.EventTypeNormal, Count: 1, LastTimestamp: metav1.Now(),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	path := "/apis/history.eventapiserver.io/v1alpha1/namespaces/" + ns + "/eventrecords"
+	var records historyv1alpha1.EventRecordList
+	err = wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		body, err := c.client.Discovery().RESTClient().Get().AbsPath(path).Param("fieldSelector", "regarding.uid=uid-agg").DoRaw(ctx)
+		if err != nil {
+			return false, nil
+		}
+		if err := json.Unmarshal(body, &records); err != nil {
+			return false, err
+		}
+		return len(records.Items) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the Event kube-apiserver wrote never showed in history through the aggregator: %v (%+v)", err, records)
+	}
+	if got := records.Items[0].Event.Note; got != "written through kube-apiserver" {
+		t.Errorf("note %q", got)
+	}
+
+	user := uniqueName("reader")
+	forbidden := c.impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error()
+	if !apierrors.IsForbidden(forbidden) {
+		t.Fatalf("a user without RBAC on eventrecords: %v, want 403", forbidden)
+	}
+	if _, err := c.client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "history-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecords"}, Verbs: []string{"get", "list"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "history-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "history-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error() == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("a user granted get/list on eventrecords still cannot list them: %v", err)
+	}
+}

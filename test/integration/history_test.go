@@ -1,0 +1,270 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// historyTTL is short so that the test sees Events expire by their leases.
+const historyTTL = 3 * time.Second
+
+// TestHistoryKeepsEveryVersion writes Events through both APIs, updates them
+// as series the way client-go's recorders do, lets their leases expire, and
+// then finds every version etcd held in history, with its content, through
+// field selectors and the time window, newest first and paged.
+func TestHistoryKeepsEveryVersion(t *testing.T) {
+	for _, store := range historyStores {
+		t.Run(store.name, func(t *testing.T) { testHistoryKeepsEveryVersion(t, store.args(t)) })
+	}
+}
+
+func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
+	server := framework.StartServer(t, framework.ServerOptions{
+		EventTTL:         historyTTL,
+		EmbeddedEtcdPort: framework.FreePort(t),
+		ExtraArgs:        append([]string{"--history-batch-interval=50ms"}, storeArgs...),
+	})
+	truth := watchEtcdTruth(t, etcdClient(t, server.EtcdURL))
+	c := adminRawClient(t, server)
+	ns := uniqueName("history")
+	ctx := pollCtx(t)
+
+	base := time.Now().Add(-time.Hour).Truncate(time.Second).UTC()
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(base.Add(d)) }
+	podA := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-a", UID: types.UID(uniqueName("uid-a")), APIVersion: "v1"}
+	podB := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-b", UID: types.UID(uniqueName("uid-b")), APIVersion: "v1"}
+	podC := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-c", UID: types.UID(uniqueName("uid-c")), APIVersion: "v1"}
+
+	mustSend := func(r request, want int) {
+		t.Helper()
+		if resp := c.send(t, r); resp.code != want {
+			t.Fatalf("%s %s: %d, want %d: %s", r.method, r.path, resp.code, want, resp.body)
+		}
+	}
+	marshal := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	// core/v1, as tools/record: a create, then strategic merge patches of
+	// count, lastTimestamp and message.
+	corePath := "/api/v1/namespaces/" + ns + "/events"
+	mustSend(request{method: "POST", path: corePath, contentType: "application/json", body: marshal(&corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "pod-a.backoff"},
+		InvolvedObject: podA, Reason: "BackOff", Message: "Back-off restarting failed container 1", Type: corev1.EventTypeWarning,
+		Source: corev1.EventSource{Component: "kubelet", Host: "node-1"}, Count: 1,
+		FirstTimestamp: at(time.Minute), LastTimestamp: at(time.Minute),
+	})}, 201)
+	for i := 2; i <= 3; i++ {
+		mustSend(request{method: "PATCH", path: corePath + "/pod-a.backoff", contentType: "application/strategic-merge-patch+json",
+			body: marshal(map[string]any{"count": i, "lastTimestamp": at(time.Duration(i) * time.Minute), "message": fmt.Sprint("Back-off restarting failed container ", i)})}, 200)
+	}
+
+	// events.k8s.io/v1, as tools/events: a singleton, then series heartbeats.
+	eventsPath := "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"
+	related := podA
+	mustSend(request{method: "POST", path: eventsPath, contentType: "application/json", body: marshal(&eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "pod-b.scheduled"},
+		EventTime:  metav1.NewMicroTime(base.Add(90 * time.Second)), ReportingController: "default-scheduler", ReportingInstance: "scheduler-1",
+		Action: "Binding", Reason: "Scheduled", Regarding: podB, Related: &related, Note: "assigned", Type: corev1.EventTypeNormal,
+	})}, 201)
+	for i := 2; i <= 3; i++ {
+		mustSend(request{method: "PATCH", path: eventsPath + "/pod-b.scheduled", contentType: "application/merge-patch+json",
+			body: marshal(map[string]any{"series": map[string]any{"count": i, "lastObservedTime": metav1.NewMicroTime(base.Add(time.Duration(i)*time.Minute + 30*time.Second))}})}, 200)
+	}
+
+	// Singletons about a third object, so that pages hold more than one object.
+	for i := 0; i < 5; i++ {
+		mustSend(request{method: "POST", path: corePath, contentType: "application/json", body: marshal(&corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("pod-c.%d", i)},
+			InvolvedObject: podC, Reason: "Pulled", Message: fmt.Sprint("pulled ", i), Type: corev1.EventTypeNormal,
+			Source: corev1.EventSource{Component: "kubelet"}, Count: 1,
+			FirstTimestamp: at(time.Duration(i) * 10 * time.Second), LastTimestamp: at(time.Duration(i) * 10 * time.Second),
+		})}, 201)
+	}
+
+	// Every Event expires with its lease; the test's own etcd watch sees it.
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, historyTTL+60*time.Second, true, func(context.Context) (bool, error) {
+		versions, deleted := truth.snapshot(t)
+		uids := map[string]bool{}
+		for k := range versions {
+			uids[k.uid] = true
+		}
+		return len(versions) == 3+3+5 && len(deleted) == len(uids) && len(uids) == 7, nil
+	})
+	if err != nil {
+		versions, deleted := truth.snapshot(t)
+		t.Fatalf("waiting for 11 versions of 7 Events to be written and expire: %v (versions %d, deleted %d)", err, len(versions), len(deleted))
+	}
+	versions, deleted := truth.snapshot(t)
+
+	// History catches up: every version etcd held, once, marked deleted.
+	var all []historyv1alpha1.EventRecord
+	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
+		all = listAllEventRecords(t, c, ns, "", 0)
+		for _, r := range all {
+			if r.Live {
+				return false, nil
+			}
+		}
+		return len(all) == len(versions), nil
+	})
+	if err != nil {
+		t.Fatalf("history holds %d records (or some still live), want %d, all deleted: %v", len(all), len(versions), err)
+	}
+	seen := map[versionKey]bool{}
+	for _, r := range all {
+		key := versionKey{string(r.Event.UID), r.Event.ResourceVersion}
+		want, ok := versions[key]
+		if !ok || seen[key] {
+			t.Errorf("record %s: in etcd %v, seen before %v", r.Name, ok, seen[key])
+			continue
+		}
+		seen[key] = true
+		if !deleted[key.uid] || r.DeletedAt == nil {
+			t.Errorf("record %s: deletedAt %v, but etcd deleted the Event: %v", r.Name, r.DeletedAt, deleted[key.uid])
+		}
+		if r.Name != want.Name+"."+want.ResourceVersion || r.Namespace != ns {
+			t.Errorf("record named %s/%s, want %s/%s.%s", r.Namespace, r.Name, ns, want.Name, want.ResourceVersion)
+		}
+		got := r.Event
+		got.TypeMeta = metav1.TypeMeta{}
+		if diff := cmp.Diff(eventsV1FromCore(want), &got); diff != "" {
+			t.Errorf("record %s differs from what etcd held (-etcd +history):\n%s", r.Name, diff)
+		}
+	}
+	assertNewestFirst(t, all)
+
+	uidA, uidB, uidC := string(podA.UID), string(podB.UID), string(podC.UID)
+	byUID := func(uids ...string) []versionKey {
+		var keys []versionKey
+		for k := range versions {
+			for _, u := range uids {
+				if versions[k].InvolvedObject.UID == types.UID(u) {
+					keys = append(keys, k)
+				}
+			}
+		}
+		return keys
+	}
+	rfc := func(d time.Duration) string { return base.Add(d).Format(time.RFC3339) }
+	cases := []struct {
+		name     string
+		selector string
+		want     []versionKey
+	}{
+		{"one object", "regarding.uid=" + uidA, byUID(uidA)},
+		{"regarding or related", "regardingOrRelated.uid=" + uidA, byUID(uidA, uidB)},
+		{"related", "related.name=pod-a", byUID(uidB)},
+		{"name and kind", "regarding.name=pod-c,regarding.kind=Pod", byUID(uidC)},
+		{"reason", "reason=BackOff", byUID(uidA)},
+		{"type not", "type!=Warning", byUID(uidB, uidC)},
+		{"reporting controller", "reportingController=default-scheduler", byUID(uidB)},
+		{"not indexed: action", "action=Binding", byUID(uidB)},
+		{"not indexed: source host", "regarding.apiVersion=v1,reportingInstance=scheduler-1", byUID(uidB)},
+		{"window", "regarding.uid=" + uidA + ",since=" + rfc(2*time.Minute) + ",until=" + rfc(3*time.Minute), keysWithLastSeen(versions, base.Add(2*time.Minute), base.Add(3*time.Minute), uidA)},
+		{"window as a duration", "since=168h", byUID(uidA, uidB, uidC)},
+		{"window before everything", "until=" + rfc(-time.Minute), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, limit := range []int{0, 1, 2} {
+				got := listAllEventRecords(t, c, ns, tc.selector, limit)
+				assertNewestFirst(t, got)
+				if diff := cmp.Diff(sortedVersionKeys(tc.want), sortedVersionKeys(recordKeys(got)), cmp.AllowUnexported(versionKey{})); diff != "" {
+					t.Errorf("limit %d: records (-want +got):\n%s", limit, diff)
+				}
+			}
+		})
+	}
+
+	t.Run("all namespaces", func(t *testing.T) {
+		got := listAllEventRecords(t, c, "", "regarding.uid="+uidA, 2)
+		if len(got) != 3 {
+			t.Fatalf("%d records of pod-a across namespaces, want 3", len(got))
+		}
+	})
+	t.Run("get", func(t *testing.T) {
+		resp := c.do(t, "GET", eventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+all[0].Name, nil, nil)
+		var r historyv1alpha1.EventRecord
+		if resp.code != 200 || json.Unmarshal(resp.body, &r) != nil || r.Event.UID != all[0].Event.UID {
+			t.Fatalf("GET %s: %d %s", all[0].Name, resp.code, resp.body)
+		}
+		for _, name := range []string{"pod-a.backoff", "pod-a.backoff.1", "nope.x"} {
+			if resp := c.do(t, "GET", eventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+name, nil, nil); resp.code != 404 {
+				t.Errorf("GET %s: %d, want 404", name, resp.code)
+			}
+		}
+	})
+	t.Run("bad requests", func(t *testing.T) {
+		for name, query := range map[string]url.Values{
+			"unknown label":   {"fieldSelector": {"source=kubelet"}},
+			"bad time":        {"fieldSelector": {"since=yesterday"}},
+			"negative":        {"fieldSelector": {"since=-1h"}},
+			"since not =":     {"fieldSelector": {"since!=1h"}},
+			"empty window":    {"fieldSelector": {"since=1h,until=2h"}},
+			"bad continue":    {"continue": {"not-a-token"}},
+			"forged continue": {"continue": {"eyJ2Ijo5fQ"}},
+		} {
+			if _, resp := listEventRecords(t, c, ns, query); resp.code != 400 {
+				t.Errorf("%s: %d, want 400: %s", name, resp.code, resp.body)
+			}
+		}
+	})
+}
+
+// keysWithLastSeen are the versions of uid whose last occurrence is in [since, until).
+func keysWithLastSeen(versions map[versionKey]*corev1.Event, since, until time.Time, uid string) []versionKey {
+	var keys []versionKey
+	for k, e := range versions {
+		last := e.LastTimestamp.Time
+		if e.Series != nil {
+			last = e.Series.LastObservedTime.Time
+		}
+		if string(e.InvolvedObject.UID) == uid && !last.Before(since) && last.Before(until) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func sortedVersionKeys(keys []versionKey) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.uid+"@"+k.rv)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// assertNewestFirst checks the read order: lastSeen, then resourceVersion, descending.
+func assertNewestFirst(t *testing.T, records []historyv1alpha1.EventRecord) {
+	t.Helper()
+	for i := 1; i < len(records); i++ {
+		prev, cur := records[i-1], records[i]
+		prevRV, _ := strconv.ParseInt(prev.Event.ResourceVersion, 10, 64)
+		curRV, _ := strconv.ParseInt(cur.Event.ResourceVersion, 10, 64)
+		if cur.LastSeen.After(prev.LastSeen.Time) || (cur.LastSeen.Equal(&prev.LastSeen) && curRV >= prevRV) {
+			t.Fatalf("records %d and %d out of order: %s (%s) before %s (%s)", i-1, i, prev.Name, prev.LastSeen, cur.Name, cur.LastSeen)
+		}
+	}
+}
