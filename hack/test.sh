@@ -14,7 +14,7 @@ cd "${REPO_ROOT}"
 log "Building test dependencies"
 bash hack/build-etcd.sh >/dev/null
 bash hack/build-kube.sh >/dev/null
-bash hack/install-postgres.sh
+bash hack/install-test-packages.sh
 
 log "Verifying"
 for verify in hack/verify-*.sh; do

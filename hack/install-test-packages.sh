@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the integration tests run against, in one apt
+# transaction:
+#   postgresql  the history store's shared database (15 on bookworm); the tests
+#               start private clusters from its binaries (internal/pgtest).
+#   containerd  a real container runtime (with runc) that TestImage imports and
+#               runs the image with, as kind and kubelets do.
+# Nothing is started or enabled here. Without them those tests fall back or
+# skip, saying so; CI must not, so hack/test.sh runs this.
+set -o errexit -o nounset -o pipefail
+
+missing=()
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || [[ -n "${POSTGRES_BIN:-}" ]] || missing+=(postgresql)
+command -v containerd >/dev/null || missing+=(containerd)
+[[ ${#missing[@]} -gt 0 ]] || exit 0
+
+if [[ "$(id -u)" != 0 ]]; then
+  echo "Missing test packages and this is not root: run 'sudo apt-get install -y ${missing[*]}'" >&2
+  exit 1
+fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's postgresql package starts a default cluster where an init system
+# runs; the tests start their own, so stop it.
+if command -v pg_ctlcluster >/dev/null; then
+  for cluster in /etc/postgresql/*/main; do
+    [[ -d "${cluster}" ]] || continue
+    version="$(basename "$(dirname "${cluster}")")"
+    pg_ctlcluster "${version}" main stop 2>/dev/null || true
+  done
+fi
