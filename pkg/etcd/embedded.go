@@ -19,6 +19,12 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// DefaultProgressNotifyInterval is the --watch-progress-notify-interval
+// kubeadm gives etcd. The embedded etcd defaults to it, the server's start-up
+// check recommends it for an external etcd, and the load tool's etcd runs
+// with it, so all three agree on the pace at which bookmarks advance.
+const DefaultProgressNotifyInterval = 5 * time.Second
+
 // EmbeddedConfig is what an embedded etcd needs from the server's options.
 type EmbeddedConfig struct {
 	// DataDir holds etcd's WAL and snapshots; it survives restarts.
@@ -32,7 +38,7 @@ type EmbeddedConfig struct {
 	// ProgressNotifyInterval is how often etcd tells idle watchers its
 	// current revision (KEP-1904). The watch cache turns these into
 	// bookmarks, so short intervals keep resumable resource versions fresh;
-	// kubeadm uses 5s.
+	// the server's default is DefaultProgressNotifyInterval.
 	ProgressNotifyInterval time.Duration
 	// ReadyTimeout bounds how long Start waits for etcd to serve.
 	ReadyTimeout time.Duration

@@ -48,16 +48,16 @@ func BenchmarkCacheMemory(b *testing.B) {
 	}{
 		{"indexes=shipped", Indexers, GetAttrs},
 		// What serving the plain reference selectors from the OR indexes'
-		// buckets would keep. At 10k: 2269 B/event against 2437 shipped
-		// (-7%), too little to give up exact buckets for.
+		// buckets would keep; against indexes=shipped it saves too little
+		// to give up exact buckets for (figures in docs/benchmarks.md).
 		{"indexes=or", indexes("involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "reportingComponent"), GetAttrs},
 		{"indexes=none", indexes(), GetAttrs},
 		// Not servable (selectors would see no fields): the floor, to price
-		// the field set the watch cache keeps per Event. At 10k: 1111
-		// B/event against 2063, the largest item after the Event itself. A
-		// fields.Set is a Go map: up to 8 entries one group (~330 B), up to
-		// 14 a 16-slot table (~650 B), the 19 of an Event with Related a
-		// 32-slot one (~1250 B).
+		// the field set the watch cache keeps per Event against
+		// indexes=none (figures in docs/benchmarks.md). A fields.Set is a
+		// Go map, which grows in steps: one group up to 8 entries, a
+		// 16-slot table up to 14, a 32-slot one for the 19 of an Event
+		// with Related.
 		{"indexes=none,fields=none", indexes(), noFields},
 	}
 

@@ -12,16 +12,14 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
-)
 
-// RecommendedProgressNotifyInterval is the --watch-progress-notify-interval
-// kubeadm gives etcd, and our embedded etcd's default.
-const RecommendedProgressNotifyInterval = 5 * time.Second
+	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+)
 
 // ProgressCheckTimeout is how long WarnWithoutProgressNotify waits for a
 // progress notification: a few recommended intervals, as etcd adds up to a
 // tenth of jitter to each.
-const ProgressCheckTimeout = 3 * RecommendedProgressNotifyInterval
+const ProgressCheckTimeout = 3 * etcd.DefaultProgressNotifyInterval
 
 // errNoProgressNotify means etcd answered but sent no progress notification
 // in time.
@@ -43,7 +41,7 @@ func WarnWithoutProgressNotify(ctx context.Context, config storagebackend.Transp
 	case errors.Is(err, errNoProgressNotify):
 		klog.Warningf("etcd at %s sent no watch progress notification within %s: the watch cache's resource version "+
 			"and clients' bookmarks advance only when Events change or a consistent LIST asks etcd for progress. "+
-			"Start etcd with --watch-progress-notify-interval=%s.", servers, timeout, RecommendedProgressNotifyInterval)
+			"Start etcd with --watch-progress-notify-interval=%s.", servers, timeout, etcd.DefaultProgressNotifyInterval)
 	case ctx.Err() != nil:
 	default:
 		klog.ErrorS(err, "Cannot check whether etcd sends watch progress notifications", "etcdServers", servers)

@@ -151,7 +151,6 @@ type deployedCluster struct {
 	aggregator aggregatorclient.Interface
 	kubelet    *framework.Kubelet
 
-	mu       sync.Mutex
 	replicas []*framework.Pod
 }
 

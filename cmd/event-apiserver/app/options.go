@@ -102,7 +102,7 @@ func NewOptions() *Options {
 		Etcd:          etcd,
 		EmbeddedEtcd: EmbeddedEtcdOptions{
 			ClientAddress:          "",
-			ProgressNotifyInterval: 5 * time.Second,
+			ProgressNotifyInterval: embeddedetcd.DefaultProgressNotifyInterval,
 			ReadyTimeout:           time.Minute,
 			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
 		},

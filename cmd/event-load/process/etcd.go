@@ -10,12 +10,8 @@ import (
 	"time"
 
 	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/pkg/etcd"
 )
-
-// EtcdProgressNotifyInterval is what kubeadm passes etcd
-// (--watch-progress-notify-interval=5s); both servers' watch caches see
-// bookmarks at that pace.
-const EtcdProgressNotifyInterval = 5 * time.Second
 
 // EtcdOptions configures StartEtcd.
 type EtcdOptions struct {
@@ -57,7 +53,9 @@ func StartEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 			"--initial-advertise-peer-urls=" + peer,
 			"--initial-cluster=default=" + peer,
 			"--initial-cluster-state=new",
-			"--watch-progress-notify-interval=" + EtcdProgressNotifyInterval.String(),
+			// kubeadm's value, so both servers' watch caches see bookmarks at
+			// the pace a production etcd gives them.
+			"--watch-progress-notify-interval=" + etcd.DefaultProgressNotifyInterval.String(),
 			"--quota-backend-bytes=" + strconv.Itoa(8<<30),
 			"--log-level=warn",
 		}

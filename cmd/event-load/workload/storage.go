@@ -44,7 +44,7 @@ func storedValue(ev *corev1.Event, created time.Time) ([]byte, error) {
 		APIVersion: "v1",
 		Time:       &ev.CreationTimestamp,
 		FieldsType: "FieldsV1",
-		FieldsV1:   &metav1.FieldsV1{Raw: []byte(kubeletManagedFields)},
+		FieldsV1:   metav1.NewFieldsV1(kubeletManagedFields),
 	}}
 	return runtime.Encode(storageEncoder, ev)
 }

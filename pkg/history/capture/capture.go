@@ -115,11 +115,17 @@ func (c *Capture) Run(ctx context.Context) {
 		defer close(writerDone)
 		c.write(ctx)
 	}()
+	// The replacement the deprecation suggests (Backoff.DelayWithReset)
+	// resets once per period since its last reset, this manager after a
+	// minute without failures: switching would change how fast a flapping
+	// etcd is retried.
+	//lint:ignore SA1019 kept for its reset-after-a-quiet-minute semantics (see above)
+	backoff := wait.NewExponentialBackoffManager(time.Second, 30*time.Second, time.Minute, 2, 0.2, clock.RealClock{})
 	wait.BackoffUntil(func() {
 		if err := c.follow(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Event history capture interrupted, resuming")
 		}
-	}, wait.NewExponentialBackoffManager(time.Second, 30*time.Second, time.Minute, 2, 0.2, clock.RealClock{}), true, ctx.Done())
+	}, backoff, true, ctx.Done())
 	<-writerDone
 	klog.InfoS("Stopped Event history capture")
 }
