@@ -40,8 +40,9 @@
 // The plugin charges in the mutating phase, first in the admission chain,
 // so a refused write costs no webhook call and no etcd round trip, once per
 // request (WithChargeMemo: an update retried on a conflict runs admission
-// again); it checks the size again in the validating phase, after the
-// webhooks. Reads are never limited. Without --aggregated there is no priority and fairness (its
+// again). It refuses an oversize Event in the validating phase, after the
+// strategy's validation (so an invalid Event gets kube-apiserver's 422
+// first) and the webhooks, and does not charge it. Reads are never limited. Without --aggregated there is no priority and fairness (its
 // configuration lives in kube-apiserver) and the generic server's
 // max-in-flight filter applies instead, with separate pools:
 // --max-requests-inflight (400) for reads, --max-mutating-requests-inflight

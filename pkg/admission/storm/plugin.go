@@ -94,23 +94,25 @@ func eventOf(a admission.Attributes) (*core.Event, operation, bool) {
 
 // Admit runs first in the admission chain, in its mutating phase, so that
 // a throttled write is refused before any webhook is called: a storm must
-// not become a storm of webhook calls. It refuses an oversize Event with
-// 413; then it spends the reporter's and the global tokens for the write,
-// or refuses it with 429 and Retry-After. The decision is taken once per
-// request (see WithChargeMemo): an update retried on a conflict runs
-// admission again, and is not charged again. Dry runs are checked for
-// size only: they never reach etcd.
+// not become a storm of webhook calls. It spends the reporter's and the
+// global tokens for the write, or refuses it with 429 and Retry-After. The
+// decision is taken once per request (see WithChargeMemo): an update
+// retried on a conflict runs admission again, and is not charged again.
+// An oversize Event is not charged: Validate refuses it, after the
+// strategy's validation, so that an Event kube-apiserver finds invalid
+// gets kube-apiserver's 422 first, and the size it reports is that of
+// the Event as it would be stored. Dry runs never reach etcd, so they are
+// not charged either.
 func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
 	event, op, ok := eventOf(a)
-	if !ok {
+	if !ok || a.IsDryRun() {
 		return nil
 	}
-	size, err := checkSize(event, p.maxEventBytes)
+	size, err := storedSize(event)
 	if err != nil {
-		oversizeTotal.WithLabelValues(op.String()).Inc()
-		return err
+		return apierrors.NewInternalError(err)
 	}
-	if a.IsDryRun() {
+	if p.maxEventBytes > 0 && int64(size) > p.maxEventBytes {
 		return nil
 	}
 	memo, _ := ctx.Value(memoKey{}).(*chargeMemo)
@@ -125,8 +127,9 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, o admission.
 	return memo.err
 }
 
-// Validate checks the size again after the mutating webhooks, which may
-// have grown the Event.
+// Validate refuses an Event bigger than the limit with 413. It runs in the
+// validating phase, after the strategy's validation and the mutating
+// webhooks, which may have grown the Event.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
 	event, op, ok := eventOf(a)
 	if !ok {

@@ -137,7 +137,13 @@ func TestPluginSizeLimit(t *testing.T) {
 			e := event.DeepCopy()
 			e.Message += strings.Repeat("x", tc.grow)
 			for _, op := range []admission.Operation{admission.Create, admission.Update} {
-				err := p.Admit(context.Background(), attrs(e, op, coreEvents, false), nil)
+				// The size is refused in the validating phase only, after
+				// the strategy's validation, as kube-apiserver would first
+				// answer 422 for an invalid Event.
+				if err := p.Admit(context.Background(), attrs(e, op, coreEvents, false), nil); err != nil {
+					t.Errorf("%s: Admit refused %v; the size is Validate's to refuse", op, err)
+				}
+				err := p.Validate(context.Background(), attrs(e, op, coreEvents, false), nil)
 				code := 0
 				if err != nil {
 					code = int(err.(apierrors.APIStatus).Status().Code)
@@ -253,6 +259,22 @@ func TestPluginChargesOncePerRequest(t *testing.T) {
 	}
 	if err := p.Admit(context.Background(), attrs(e, admission.Update, coreEvents, false), nil); !apierrors.IsTooManyRequests(err) {
 		t.Errorf("a second request: %v, want 429: the retries of the first must have spent one token only", err)
+	}
+}
+
+// TestPluginOversizeNotCharged: an Event that Validate will refuse for its
+// size spends none of its reporter's tokens in Admit.
+func TestPluginOversizeNotCharged(t *testing.T) {
+	p := New(Config{Create: limitOf(0.001, 1), MaxReporters: 100, MaxEventBytes: 1024})
+	big := kubeletEvent("big", "node-1")
+	big.Message = strings.Repeat("x", 2048)
+	for range 3 {
+		if err := p.Admit(context.Background(), attrs(big, admission.Create, coreEvents, false), nil); err != nil {
+			t.Fatalf("oversize Event refused in Admit: %v", err)
+		}
+	}
+	if err := p.Admit(context.Background(), attrs(kubeletEvent("small", "node-1"), admission.Create, coreEvents, false), nil); err != nil {
+		t.Errorf("the reporter's one token was spent on Events refused for their size: %v", err)
 	}
 }
 
