@@ -115,7 +115,7 @@ func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 func (e *Etcd) report(op string, err error) error {
 	if err != nil {
 		err = fmt.Errorf("etcd %s: %s: %w", e.Name(), op, err)
-		e.t.Errorf("%v\n%s", err, e.Process().Tail(logTailLines))
+		e.t.Errorf("%s", withLogTail(err, e.Process()))
 	}
 	return err
 }
@@ -231,6 +231,15 @@ func newEtcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// withLogTail is err's message followed by the tail of p's log, unless the
+// testbed's error carries it already.
+func withLogTail(err error, p *testbed.Process) string {
+	if strings.Contains(err.Error(), p.LogPath) {
+		return err.Error()
+	}
+	return err.Error() + "\n" + p.Tail(logTailLines)
 }
 
 // stopAtCleanup stops p when the test ends, after printing the tail of its

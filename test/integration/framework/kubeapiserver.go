@@ -78,7 +78,7 @@ func (s *KubeAPIServer) Restart() error {
 func (s *KubeAPIServer) report(op string, err error) error {
 	if err != nil {
 		err = fmt.Errorf("kube-apiserver: %s: %w", op, err)
-		s.t.Errorf("%v\n%s", err, s.Process().Tail(logTailLines))
+		s.t.Errorf("%s", withLogTail(err, s.Process()))
 	}
 	return err
 }
