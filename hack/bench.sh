@@ -46,7 +46,7 @@ log "Building etcd, kube-apiserver, event-apiserver and event-load"
 etcd="$(bash hack/build-etcd.sh)"
 kube_apiserver="$(bash hack/build-kube.sh kube-apiserver)"
 go build -o "${OUT_BIN}/event-apiserver" ./cmd/event-apiserver
-go build -o "${OUT_BIN}/event-load" ./cmd/event-load
+go build -o "${OUT_BIN}/event-load" ./test/load/event-load
 
 {
   echo "command: hack/bench.sh $*"

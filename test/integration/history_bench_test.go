@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -87,14 +87,14 @@ func TestHistoryCaptureCPU(t *testing.T) {
 			}
 		}
 		caughtUp(300)
-		before, err := proc.CPUTime(pid)
+		before, err := testbed.CPUTime(pid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
 		create(creates, "measured")
 		caughtUp(300 + creates)
-		after, _ := proc.CPUTime(pid)
+		after, _ := testbed.CPUTime(pid)
 		cpu := (after - before) / creates
 		t.Logf("history %s: %d creates in %v, server CPU %v per create", mode, creates, time.Since(start).Round(time.Millisecond), cpu)
 		if perCreate[mode] == 0 || cpu < perCreate[mode] {

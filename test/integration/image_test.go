@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/internal/image"
-	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -173,7 +173,7 @@ func runInContainerd(t *testing.T, archive, ref string) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	socket := filepath.Join(dir, "containerd.sock")
-	containerd := &proc.Process{
+	containerd := &testbed.Process{
 		Name:    "containerd",
 		Path:    "containerd",
 		Args:    []string{"--root=" + filepath.Join(dir, "root"), "--state=" + filepath.Join(dir, "state"), "--address=" + socket},

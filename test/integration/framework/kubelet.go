@@ -42,7 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
 )
 
 // serviceAccountVolume is the projected volume a kubelet adds for the token.
@@ -106,7 +106,7 @@ func NewKubelet(t testing.TB, kube *KubeAPIServer, binaries map[string]string, h
 type Pod struct {
 	Name, Namespace, IP string
 	Spec                corev1.PodSpec
-	proc                *proc.Process
+	proc                *testbed.Process
 	volumes             map[string]string
 }
 
@@ -200,8 +200,9 @@ func (k *Kubelet) RunPod(ctx context.Context, name, namespace, ip string, tmpl c
 		return nil, err
 	}
 	p := &Pod{Name: name, Namespace: namespace, IP: ip, Spec: spec, volumes: volumes}
-	p.proc = newChildProcess(k.t, "pod "+namespace+"/"+name, "unshare",
-		[]string{"--mount", "--propagation", "private", "sh", scriptPath}, filepath.Join(podDir, "log"))
+	p.proc = &testbed.Process{Name: "pod " + namespace + "/" + name, Path: "unshare",
+		Args: []string{"--mount", "--propagation", "private", "sh", scriptPath}, LogPath: filepath.Join(podDir, "log")}
+	stopAtCleanup(k.t, p.proc)
 	if err := p.proc.Start(); err != nil {
 		return nil, err
 	}

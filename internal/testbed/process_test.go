@@ -1,4 +1,4 @@
-package proc
+package testbed
 
 import (
 	"context"
@@ -114,7 +114,7 @@ func TestRepoRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "internal", "proc", "process.go")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "internal", "testbed", "process.go")); err != nil {
 		t.Fatal(err)
 	}
 }

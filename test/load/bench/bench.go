@@ -11,13 +11,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/process"
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/workload"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	"github.com/eventapiserver/event-apiserver/test/load/workload"
 )
 
 // Servers under test, by the letter the table uses.
@@ -135,69 +137,117 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 func runCeiling(ctx context.Context, o Options, round int) (RunResult, error) {
 	r := RunResult{Server: Ceiling, Round: round}
 	klog.InfoS("Measuring the etcd ceiling", "round", round)
-	etcd, err := process.StartEtcd(ctx, o.etcdOptions(filepath.Join(o.WorkDir, fmt.Sprintf("round-%d", round), "ceiling")))
+	etcd, err := o.startEtcd(ctx, filepath.Join(o.WorkDir, fmt.Sprintf("round-%d", round), "ceiling"))
 	if err != nil {
 		return r, err
 	}
-	defer func() { _ = etcd.Stop() }()
+	defer func() { _ = etcd.Process().Stop() }()
 	r.Measurements, err = workload.Ceiling(ctx, workload.CeilingOptions{
-		Endpoints: []string{etcd.URL}, EtcdPID: etcd.PID(), Clients: o.Clients, Duration: o.Duration,
+		Endpoints: []string{etcd.ClientURL()}, EtcdPID: etcd.Process().PID(), Clients: o.Clients, Duration: o.Duration,
 	})
 	return r, err
 }
 
-func (o Options) etcdOptions(dir string) process.EtcdOptions {
-	return process.EtcdOptions{Binary: o.EtcdBinary, Dir: dir, UnsafeNoFsync: o.EtcdUnsafeNoFsync}
+// etcdProgressNotifyInterval is kubeadm's --watch-progress-notify-interval,
+// so that both servers' watch caches see bookmarks at the pace a production
+// etcd gives them. It is pkg/etcd's DefaultProgressNotifyInterval
+// (TestEtcdProgressNotifyIntervalIsTheServers pins it), not imported so that
+// the load tool does not link the embedded etcd server.
+const etcdProgressNotifyInterval = 5 * time.Second
+
+// startEtcd starts a fresh single-member etcd, with fsync unless
+// EtcdUnsafeNoFsync: a benchmark measures etcd as it runs in production.
+func (o Options) startEtcd(ctx context.Context, dir string) (*testbed.Etcd, error) {
+	members, err := testbed.StartEtcd(ctx, testbed.EtcdOptions{
+		Binary:                 o.EtcdBinary,
+		Dir:                    dir,
+		ProgressNotifyInterval: etcdProgressNotifyInterval,
+		UnsafeNoFsync:          o.EtcdUnsafeNoFsync,
+		StartTimeout:           time.Minute,
+		ExtraFlags:             []string{"--quota-backend-bytes=" + strconv.Itoa(8<<30), "--log-level=warn"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return members[0], nil
 }
 
-// startServer starts server s over etcd in dir.
-func (o Options) startServer(ctx context.Context, s, dir string, etcd *process.Etcd) (*process.APIServer, error) {
+// apiServer is what a benchmark needs of kube-apiserver or event-apiserver.
+type apiServer interface {
+	Process() *testbed.Process
+	// Restart stops the server and starts it again with the same flags;
+	// Startup is then the time from process start to the first /readyz 200.
+	Restart(ctx context.Context) error
+	Startup() time.Duration
+}
+
+// serverStartTimeout bounds the wait for a server's readiness.
+const serverStartTimeout = 3 * time.Minute
+
+// startServer starts server s over etcd in dir, with profiling on and
+// --event-ttl=workload.EventTTL, and returns it with an admin client
+// configuration.
+func (o Options) startServer(ctx context.Context, s, dir string, etcd *testbed.Etcd) (apiServer, *rest.Config, error) {
 	switch s {
 	case KubeDefault, KubeCached:
-		return process.StartKubeAPIServer(ctx, process.KubeAPIServerOptions{
-			Binary: o.KubeAPIServerBinary, Dir: dir, EtcdURL: etcd.URL, EventsWatchCache: s == KubeCached,
+		k, err := testbed.StartKubeAPIServer(ctx, testbed.KubeAPIServerOptions{
+			Binary: o.KubeAPIServerBinary, Dir: dir, EtcdServers: etcd.ClientURL(),
+			AuthorizationMode: "AlwaysAllow", EventTTL: workload.EventTTL, Profiling: true,
+			EventsWatchCache: s == KubeCached, StartTimeout: serverStartTimeout,
 		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return k, k.RestConfig(), nil
 	case EventServer:
-		return process.StartEventAPIServer(ctx, process.EventAPIServerOptions{
-			Binary: o.EventAPIServerBinary, Dir: dir, EtcdURL: etcd.URL, ExtraArgs: o.EventAPIServerArgs,
+		e, err := testbed.StartServer(ctx, testbed.ServerOptions{
+			Binary: o.EventAPIServerBinary, Dir: dir, EtcdServers: etcd.ClientURL(),
+			EventTTL: workload.EventTTL, Profiling: true, ExtraArgs: o.EventAPIServerArgs, StartTimeout: serverStartTimeout,
 		})
+		if err != nil {
+			return nil, nil, err
+		}
+		config, err := e.RestConfig()
+		if err != nil {
+			_ = e.Process().Stop()
+			return nil, nil, err
+		}
+		return e, config, nil
 	}
-	return nil, fmt.Errorf("unknown server %q (want %s, %s or %s)", s, KubeDefault, KubeCached, EventServer)
+	return nil, nil, fmt.Errorf("unknown server %q (want %s, %s or %s)", s, KubeDefault, KubeCached, EventServer)
 }
 
 // deployment is a server on its own fresh etcd.
 type deployment struct {
-	etcd   *process.Etcd
-	server *process.APIServer
+	etcd   *testbed.Etcd
+	server apiServer
+	config *rest.Config
+	kube   bool
 }
 
 func (o Options) deploy(ctx context.Context, s, dir string) (*deployment, error) {
-	etcd, err := process.StartEtcd(ctx, o.etcdOptions(filepath.Join(dir, "etcd")))
+	etcd, err := o.startEtcd(ctx, filepath.Join(dir, "etcd"))
 	if err != nil {
 		return nil, err
 	}
-	server, err := o.startServer(ctx, s, filepath.Join(dir, "server"), etcd)
+	server, config, err := o.startServer(ctx, s, filepath.Join(dir, "server"), etcd)
 	if err != nil {
-		_ = etcd.Stop()
+		_ = etcd.Process().Stop()
 		return nil, err
 	}
-	return &deployment{etcd: etcd, server: server}, nil
+	return &deployment{etcd: etcd, server: server, config: config, kube: s != EventServer}, nil
 }
 
 func (d *deployment) target() (workload.Target, error) {
-	config, err := d.server.Config()
-	if err != nil {
-		return workload.Target{}, err
-	}
 	return workload.Target{
-		Config: config, ServerPID: d.server.PID(), EtcdPID: d.etcd.PID(),
-		NeedsNamespaces: d.server.Kind == process.KubeAPIServer,
+		Config: rest.CopyConfig(d.config), ServerPID: d.server.Process().PID(), EtcdPID: d.etcd.Process().PID(),
+		NeedsNamespaces: d.kube,
 	}, nil
 }
 
 func (d *deployment) stop() {
-	_ = d.server.Stop()
-	_ = d.etcd.Stop()
+	_ = d.server.Process().Stop()
+	_ = d.etcd.Process().Stop()
 }
 
 // runServer runs every workload against server s: the writing workloads
@@ -298,7 +348,7 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 	}
 	loaded, preloaded := 0, workload.PreloadResult{}
 	for _, size := range o.Sizes {
-		pre, err := workload.Preload(ctx, workload.PreloadOptions{Endpoints: []string{d.etcd.URL}, Layout: o.Layout, From: loaded, To: size})
+		pre, err := workload.Preload(ctx, workload.PreloadOptions{Endpoints: []string{d.etcd.ClientURL()}, Layout: o.Layout, From: loaded, To: size})
 		if err != nil {
 			return r, err
 		}
@@ -324,12 +374,13 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 	}
 	_ = add(workload.MemoryMeasurements(loaded, float64(preloaded.Bytes)/float64(max(1, preloaded.Events)), empty, full), nil)
 
-	startup, err := d.server.Restart(ctx)
+	err = d.server.Restart(ctx)
+	startup := d.server.Startup()
 	if err != nil {
 		return r, fmt.Errorf("restarting with %d Events: %w", loaded, err)
 	}
 	// Ready is not always serving: a watch cache still filling answers 429.
-	served, err := workload.FirstServed(ctx, t, o.Layout, loaded, d.server.StartedAt())
+	served, err := workload.FirstServed(ctx, t, o.Layout, loaded, d.server.Process().StartedAt())
 	if err != nil {
 		return r, fmt.Errorf("after restarting with %d Events: %w", loaded, err)
 	}

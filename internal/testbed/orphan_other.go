@@ -1,6 +1,6 @@
 //go:build !linux && !freebsd
 
-package proc
+package testbed
 
 import "os/exec"
 

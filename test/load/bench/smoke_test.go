@@ -2,15 +2,15 @@ package bench
 
 import (
 	"context"
-	"os"
-	"os/exec"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/workload"
-	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/test/load/workload"
 )
 
 // TestSmoke runs every workload once, at toy sizes, against event-apiserver
@@ -21,22 +21,25 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and API servers")
 	}
-	root, err := proc.RepoRoot()
+	servers := []string{EventServer}
+	kube, err := testbed.KubeBinary("kube-apiserver")
+	switch {
+	case err == nil:
+		servers = append([]string{KubeDefault}, servers...)
+	case errors.Is(err, testbed.ErrNotBuilt):
+		t.Logf("%v: running event-apiserver only", err)
+	default:
+		t.Fatal(err)
+	}
+	etcdBinary, err := testbed.EtcdBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := []string{EventServer}
-	kube := filepath.Join(root, "_output", "bin", "kube-apiserver")
-	if _, err := os.Stat(kube); err == nil {
-		servers = append([]string{KubeDefault}, servers...)
-	} else {
-		t.Logf("kube-apiserver not built (hack/build-kube.sh): running event-apiserver only")
-	}
 
 	o := Options{
-		EtcdBinary:           buildEtcd(t, root),
+		EtcdBinary:           etcdBinary,
 		KubeAPIServerBinary:  kube,
-		EventAPIServerBinary: buildEventAPIServer(t, root),
+		EventAPIServerBinary: buildEventAPIServer(t),
 		EventAPIServerArgs:   []string{"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0", "--event-rate-limit-global-qps=0"},
 		Servers:              servers,
 		Rounds:               1,
@@ -100,28 +103,23 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
-// buildEtcd runs hack/build-etcd.sh (instant when its binary is current).
-func buildEtcd(t *testing.T, root string) string {
-	t.Helper()
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "build-etcd.sh"))
-	cmd.Dir = root
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("hack/build-etcd.sh: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // buildEventAPIServer builds this checkout's server into the test's
-// directory, so as not to race other tests over _output/bin.
-func buildEventAPIServer(t *testing.T, root string) string {
+// directory, so as not to race other test binaries over _output/bin.
+func buildEventAPIServer(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "event-apiserver")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/event-apiserver")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building event-apiserver: %v\n%s", err, out)
+	if err := testbed.BuildServer(bin, false); err != nil {
+		t.Fatal(err)
 	}
 	return bin
+}
+
+// TestEtcdProgressNotifyIntervalIsTheServers pins the benchmark's etcd
+// interval to the one event-apiserver's embedded etcd and watch resume
+// assume, without the load tool linking pkg/etcd.
+func TestEtcdProgressNotifyIntervalIsTheServers(t *testing.T) {
+	if etcdProgressNotifyInterval != etcd.DefaultProgressNotifyInterval {
+		t.Fatalf("benchmark etcds run with --watch-progress-notify-interval=%v, pkg/etcd assumes %v",
+			etcdProgressNotifyInterval, etcd.DefaultProgressNotifyInterval)
+	}
 }

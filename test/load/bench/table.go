@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/workload"
+	"github.com/eventapiserver/event-apiserver/test/load/workload"
 )
 
 // Row is one measurement across servers: the median over rounds.

@@ -6,8 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/process"
-	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
 )
 
 // CeilingOptions configures Ceiling.
@@ -31,11 +30,11 @@ func Ceiling(ctx context.Context, o CeilingOptions) ([]Measurement, error) {
 		return nil, err
 	}
 	defer func() { _ = c.Close() }()
-	leases := &leaser{client: c, ttl: process.EventTTL}
+	leases := &leaser{client: c, ttl: EventTTL}
 	var bytes, writes int64
 	var cpu0 time.Duration
 	if o.EtcdPID != 0 {
-		cpu0, _ = proc.CPUTime(o.EtcdPID)
+		cpu0, _ = testbed.CPUTime(o.EtcdPID)
 	}
 	r := closedLoop(ctx, o.Clients, o.Duration, func(ctx context.Context, w, seq int) error {
 		ns, pod, node := createObject(w, seq)
@@ -59,7 +58,7 @@ func Ceiling(ctx context.Context, o CeilingOptions) ([]Measurement, error) {
 		out = append(out, Measurement{Workload: "etcd-ceiling", Metric: "value size", Unit: "bytes", Value: float64(bytes) / float64(writes), Better: Info, Count: writes})
 	}
 	if o.EtcdPID != 0 && r.ok > 0 {
-		if cpu1, err := proc.CPUTime(o.EtcdPID); err == nil {
+		if cpu1, err := testbed.CPUTime(o.EtcdPID); err == nil {
 			out = append(out, Measurement{Workload: "etcd-ceiling", Metric: "core/v1 create etcd CPU", Unit: "ms/event",
 				Value: float64(cpu1-cpu0) / float64(time.Millisecond) / float64(r.ok), Better: Lower, Count: r.ok})
 		}

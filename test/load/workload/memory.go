@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
 )
 
 // MemorySample is a server's memory at one moment, and its etcd's.
@@ -62,11 +62,11 @@ func SampleMemory(ctx context.Context, t Target) (MemorySample, error) {
 		s.HeapLive = m["go_gc_heap_live_bytes"]
 	}
 	var err error
-	if s.ServerRSS, err = proc.RSS(t.ServerPID); err != nil {
+	if s.ServerRSS, err = testbed.RSS(t.ServerPID); err != nil {
 		return s, err
 	}
 	if t.EtcdPID != 0 {
-		if s.EtcdRSS, err = proc.RSS(t.EtcdPID); err != nil {
+		if s.EtcdRSS, err = testbed.RSS(t.EtcdPID); err != nil {
 			return s, err
 		}
 	}

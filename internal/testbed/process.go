@@ -1,12 +1,4 @@
-// Package proc runs programs (etcd, kube-apiserver, event-apiserver) as
-// child processes on loopback, each with its output appended to a log file,
-// for the load tool (cmd/event-load) and the integration tests
-// (test/integration/framework): start, stop, kill, pause and restart them,
-// reserve ports for them, and read what the kernel knows about them.
-//
-// Children get a parent-death signal where the kernel has one, so that they
-// do not outlive a load tool or test binary that is killed.
-package proc
+package testbed
 
 import (
 	"bytes"

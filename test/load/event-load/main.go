@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/component-base/cli"
 
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/app"
+	"github.com/eventapiserver/event-apiserver/test/load/app"
 )
 
 func main() {

@@ -16,8 +16,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/eventapiserver/event-apiserver/internal/proc"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
 )
+
+// EventTTL is the servers' --event-ttl in a benchmark (kube-apiserver's
+// default), and the lease of the Events written straight to etcd.
+const EventTTL = time.Hour
 
 // Content types a client can speak.
 const (
@@ -177,7 +181,7 @@ func (t Target) startCPU() *cpuMeter {
 func (m *cpuMeter) total() time.Duration {
 	var sum time.Duration
 	for _, pid := range m.pids {
-		if d, err := proc.CPUTime(pid); err == nil {
+		if d, err := testbed.CPUTime(pid); err == nil {
 			sum += d
 		}
 	}

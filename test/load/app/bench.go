@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/bench"
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/workload"
+	"github.com/eventapiserver/event-apiserver/test/load/bench"
+	"github.com/eventapiserver/event-apiserver/test/load/workload"
 )
 
 // benchOptions are bench's flags.

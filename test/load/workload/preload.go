@@ -9,8 +9,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/eventapiserver/event-apiserver/cmd/event-load/process"
 )
 
 // PreloadOptions configures Preload.
@@ -33,7 +31,7 @@ type PreloadResult struct {
 }
 
 // Preload writes Events [From, To) of the layout straight to etcd, in the
-// servers' layout, with leases of process.EventTTL. Keys that exist are an
+// servers' layout, with leases of EventTTL. Keys that exist are an
 // error: preload a store in increasing ranges.
 func Preload(ctx context.Context, o PreloadOptions) (PreloadResult, error) {
 	if o.Workers <= 0 {
@@ -44,7 +42,7 @@ func Preload(ctx context.Context, o PreloadOptions) (PreloadResult, error) {
 		return PreloadResult{}, err
 	}
 	defer func() { _ = c.Close() }()
-	leases := &leaser{client: c, ttl: process.EventTTL}
+	leases := &leaser{client: c, ttl: EventTTL}
 
 	start := time.Now()
 	var next atomic.Int64
