@@ -75,7 +75,8 @@ var serverBuild struct {
 	err  error
 }
 
-// ServerBinary builds cmd/event-apiserver into _output/bin once per test binary.
+// ServerBinary builds cmd/event-apiserver into _output/bin (_output/bin/race
+// with the race detector) once per test binary.
 func ServerBinary(t testing.TB) string {
 	t.Helper()
 	serverBuild.once.Do(func() {
@@ -88,8 +89,11 @@ func ServerBinary(t testing.TB) string {
 		args := []string{"build", "-o", serverBuild.path}
 		if RaceEnabled() {
 			// The server's own races, not only the test's: hack/test.sh's
-			// race tier sets EVENT_APISERVER_RACE=1.
-			args = append(args, "-race")
+			// race tier sets EVENT_APISERVER_RACE=1. Its own directory (the
+			// same base name, which tests look processes up by), so that it
+			// can run beside the tier that uses the plain build.
+			serverBuild.path = filepath.Join(root, "_output", "bin", "race", "event-apiserver")
+			args = []string{"build", "-race", "-o", serverBuild.path}
 		}
 		cmd := exec.Command("go", append(args, "./cmd/event-apiserver")...)
 		cmd.Dir = root
