@@ -213,6 +213,7 @@ func vmRSS(t *testing.T, pid int) int64 {
 // hold for the warm-up cycles too. Only memory and counts are asserted,
 // never speed.
 func TestSoak(t *testing.T) {
+	t.Parallel()
 	plan, kind := soakPlanFromEnv()
 	if backOffs := (plan.events + 4) / 5; backOffs > recordSpamBurst {
 		t.Fatalf("plan: %d Events a reporter repeat one %d times, more than tools/record's spam filter lets through (%d)",

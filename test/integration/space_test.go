@@ -25,6 +25,7 @@ import (
 // server must compact, defragment and disarm by itself so that writes
 // succeed again. No request may ever answer 500.
 func TestStormTowardEmbeddedQuota(t *testing.T) {
+	t.Parallel()
 	const quota = 16 << 20
 	server := framework.StartServer(t, framework.ServerOptions{
 		EventTTL: 10 * time.Second,
@@ -134,6 +135,7 @@ func fillUntilRefused(t *testing.T, post func(name, message string) response) (i
 // once the operator has compacted, defragmented and disarmed, the check
 // passes and writes are accepted again.
 func TestExternalEtcdFullSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	etcd := framework.StartEtcd(t, framework.WithEtcdFlags(fmt.Sprintf("--quota-backend-bytes=%d", 16<<20)))
 	server := framework.StartServer(t, framework.ServerOptions{
 		EtcdServers: etcd.ClientURL(),

@@ -179,6 +179,7 @@ func startStormReporters(t *testing.T, config *rest.Config, log *responseLog) []
 // events` for one pod (the query of kubectl describe pod) answers mid-storm,
 // and that nothing got a 5xx.
 func TestStorm(t *testing.T) {
+	t.Parallel()
 	duration := stormDuration(t)
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
 		fmt.Sprintf("--event-rate-limit-qps=%d", stormReporterQPS),

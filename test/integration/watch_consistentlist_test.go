@@ -66,6 +66,7 @@ func (d listCounters) servedFromCache(n int) bool {
 // etcd for progress and waits for it), and it returns exactly what etcd
 // holds at the list's resource version.
 func TestConsistentListFromCache(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	target := startOurTarget(t)
