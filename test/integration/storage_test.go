@@ -147,7 +147,6 @@ func TestEventTTL(t *testing.T) {
 	client := server.Client(t)
 	etcd := etcdClient(t, server.EtcdURL)
 	const ns = "ttl"
-	ctx := pollCtx(t)
 
 	tests := []struct {
 		name   string
@@ -177,6 +176,9 @@ func TestEventTTL(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each waits out the TTL
+			// Its own deadline: parallel subtests start only when a slot
+			// of go test -parallel is free, maybe long after the parent's.
+			ctx := pollCtx(t)
 			name := uniqueName("expiring")
 			// Watch both APIs from before the create.
 			list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
