@@ -363,7 +363,9 @@ func TestHostileRequestsMatchKubeAPIServer(t *testing.T) {
 // a fixed size; no request answers 5xx; and once the traffic stops the
 // reporters gauge falls to zero without another write.
 func TestHostileReporters(t *testing.T) {
-	t.Parallel()
+	// Not parallel: 2000 writes that must all answer 201 or 429; with other
+	// tests' processes on the same cores, etcd's health probe timed out and
+	// 503s appeared (go test -parallel 3, race build).
 	const (
 		names        = 2000
 		userBurst    = 50

@@ -179,7 +179,9 @@ func startStormReporters(t *testing.T, config *rest.Config, log *responseLog) []
 // events` for one pod (the query of kubectl describe pod) answers mid-storm,
 // and that nothing got a 5xx.
 func TestStorm(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it drives a write storm and asserts that every answer is
+	// 201 or 429; with other tests' processes on the same cores, etcd's health
+	// probe timed out and 503s appeared (go test -parallel 3, race build).
 	duration := stormDuration(t)
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
 		fmt.Sprintf("--event-rate-limit-qps=%d", stormReporterQPS),
