@@ -177,10 +177,16 @@ var serverBuild struct {
 
 // ServerBinary is _output/bin/event-apiserver, built by BuildServer once
 // per process (so that parallel tests share one build); race is the race
-// flag of that first build.
+// flag of that first build. A race build goes to _output/bin/race (the same
+// base name, which tests look processes up by), so that hack/test.sh's race
+// tier and the plain tier do not overwrite each other's server.
 func ServerBinary(race bool) (string, error) {
 	serverBuild.once.Do(func() {
-		if serverBuild.path, serverBuild.err = OutputBinary("event-apiserver"); serverBuild.err == nil {
+		name := "event-apiserver"
+		if race {
+			name = filepath.Join("race", name)
+		}
+		if serverBuild.path, serverBuild.err = OutputBinary(name); serverBuild.err == nil {
 			serverBuild.err = BuildServer(serverBuild.path, race)
 		}
 	})

@@ -163,6 +163,7 @@ func (c *aggregatedCluster) impersonating(t *testing.T, user string) kubernetes.
 }
 
 func TestAggregated(t *testing.T) {
+	t.Parallel()
 	c := startAggregatedCluster(t)
 	ctx := context.Background()
 	c.createNamespace(t, "team-a")

@@ -22,6 +22,7 @@ import (
 // TestAuthentication checks that only the kubeconfig's admin token gets in:
 // no token and a wrong token both get kube's 401 Status.
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	config := server.Config(t)
 	admin := newRawClient(t, config, config.BearerToken)
@@ -81,6 +82,7 @@ func TestAuthentication(t *testing.T) {
 // /proc/net/tcp{,6}: the secure port and the embedded etcd's client port are
 // bound to 127.0.0.1, and nothing listens on a wildcard or external address.
 func TestListensOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	etcdPort := framework.FreePort(t)
 	server := framework.StartServer(t, framework.ServerOptions{EmbeddedEtcdPort: etcdPort})
 	u, err := url.Parse(server.URL)

@@ -453,6 +453,7 @@ func badInputCases() []badInputCase {
 // reason and message, taken from its code and checked against it live by
 // TestBadInputMatchesKubeAPIServer), never a 500.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := adminRawClient(t, server)
 	for _, tc := range badInputCases() {
@@ -487,6 +488,7 @@ func TestBadInput(t *testing.T) {
 // It skips when _output/bin/kube-apiserver has not been built
 // (hack/build-kube.sh).
 func TestBadInputMatchesKubeAPIServer(t *testing.T) {
+	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	server := framework.StartServer(t, framework.ServerOptions{})
 	ours := adminRawClient(t, server)

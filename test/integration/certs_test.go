@@ -21,6 +21,7 @@ import (
 // and a client built from the kubeconfig written at start-up keeps working
 // before and after, because the kubeconfig trusts the long-lived CA.
 func TestSelfSignedCertRenewal(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{"--self-signed-cert-validity=1m"}})
 	client := server.Client(t)
 	served := func() *x509.Certificate {

@@ -25,6 +25,7 @@ const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/js
 // the Events as JSON through both APIs, server-side tables and kubectl's
 // output. It skips when _output/bin/kube-apiserver has not been built.
 func TestMatchesKubeAPIServer(t *testing.T) {
+	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	server := framework.StartServer(t, framework.ServerOptions{})
 	ours := adminRawClient(t, server)

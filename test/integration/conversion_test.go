@@ -20,6 +20,7 @@ import (
 // deprecatedSource↔source, deprecated timestamps and count, series, related,
 // action, reporting*, eventTime), and metadata must be the same object.
 func TestConversionAcrossAPIs(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := server.Client(t)
 	const ns = "conversion"

@@ -84,6 +84,7 @@ func splitManifests(t *testing.T, data []byte) []*unstructured.Unstructured {
 // components render too (the monitoring one's CRDs are not in a bare
 // cluster, so it is rendered and its kinds checked, not dry-run).
 func TestDeployOverlaysDryRun(t *testing.T) {
+	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
 		ExtraFlags: []string{"--runtime-config=events.k8s.io/v1=false"},
 	})
@@ -188,6 +189,7 @@ func deployHosts() map[string][]string {
 // overlays to kube-apiserver v1.36.3 and runs their containers as the
 // kubelet would, then checks what a user of the install relies on.
 func TestDeployKubeletless(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hostsFile := framework.WriteHostsFile(t, deployHosts())
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
@@ -682,6 +684,7 @@ func assertHardened(t *testing.T, p *framework.Pod) {
 // under the hardened securityContext and serves Events with the admin token
 // it wrote there.
 func TestDeployStandaloneKubeletless(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hostsFile := framework.WriteHostsFile(t, map[string][]string{})
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})

@@ -27,6 +27,7 @@ var eventVerbs = []string{"create", "delete", "deletecollection", "get", "list",
 // kubectl and client-go need to find the two Event resources, and nothing
 // else is served.
 func TestDiscoveryAndEndpoints(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := adminRawClient(t, server)
 

@@ -20,6 +20,7 @@ import (
 // stderr, so that a supervisor with Restart=on-failure restarts it and its
 // log says why.
 func TestFatalErrorsExitNonZero(t *testing.T) {
+	t.Parallel()
 	bin := framework.ServerBinary(t)
 	for _, tc := range []struct {
 		name string

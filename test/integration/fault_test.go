@@ -142,6 +142,7 @@ func failureStatus(data []byte) (metav1.StatusReason, string) {
 // reads from the watch cache and /metrics are served, and /readyz reports
 // etcd; the server process is the same one throughout.
 func TestEtcdKilledUnderLoad(t *testing.T) {
+	t.Parallel()
 	etcd := framework.StartEtcd(t)
 	server := framework.StartServer(t, framework.ServerOptions{
 		EtcdServers: etcd.ClientURL(),

@@ -24,6 +24,7 @@ import (
 // both, that both refuse unknown labels with the same Status, and that
 // watches with those selectors deliver the same changes.
 func TestFieldSelectorCompatibility(t *testing.T) {
+	t.Parallel()
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // etcd) and runs every field-selector LIST of the case table through both
 // versions, then the same selectors through kubectl.
 func TestFieldSelector(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := fsClient(t, server.Config(t))
 	ctx := context.Background()

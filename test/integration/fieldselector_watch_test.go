@@ -164,6 +164,7 @@ var fsWatchSpecs = []fsWatchSpec{
 // plain and OR labels, on one server, runs a script of creates, updates and
 // deletes, and checks that each watch delivers exactly its changes.
 func TestFieldSelectorWatch(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := fsClient(t, server.Config(t))
 	got := fsRunWatchScript(t, client, fsWatchSpecs, false)

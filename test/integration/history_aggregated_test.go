@@ -23,6 +23,7 @@ import (
 // kube-apiserver itself writes into the shared events etcd. RBAC on
 // eventrecords is kube-apiserver's, through SubjectAccessReview.
 func TestHistoryAggregated(t *testing.T) {
+	t.Parallel()
 	c := startAggregatedCluster(t)
 	ctx := pollCtx(t)
 	caBundle, err := os.ReadFile(c.events.CACertFile())

@@ -23,6 +23,8 @@ import (
 // same workload: EVENT_APISERVER_HISTORY_BENCH=1 to run it. Both runs use the
 // embedded etcd, whose CPU counts in both.
 func TestHistoryCaptureCPU(t *testing.T) {
+	// Not parallel: it measures the server's CPU per create, which other
+	// tests' processes on the same cores would inflate.
 	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
 		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
 	}

@@ -21,6 +21,7 @@ import (
 // Event deleted meanwhile as deleted. The versions replaced while it was down
 // are lost: etcd no longer has them (the documented limit).
 func TestHistoryAfterCompaction(t *testing.T) {
+	t.Parallel()
 	for _, store := range historyStores {
 		t.Run(store.name, func(t *testing.T) { testHistoryAfterCompaction(t, store.args(t)) })
 	}

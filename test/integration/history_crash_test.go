@@ -26,6 +26,7 @@ import (
 // replica's history exactly once: each its own file with sqlite, one
 // database both write to with postgres.
 func TestHistoryCrashResume(t *testing.T) {
+	t.Parallel()
 	for _, store := range historyStores {
 		t.Run(store.name, func(t *testing.T) { testHistoryCrashResume(t, store.args(t)) })
 	}

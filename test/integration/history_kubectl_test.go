@@ -18,6 +18,7 @@ import (
 // the last week with plain kubectl, in `kubectl events`' columns; and
 // `kubectl get events` still means core/v1 Events.
 func TestHistoryKubectl(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{"--history-batch-interval=50ms"}})
 	client := server.Client(t)
 	ctx := pollCtx(t)

@@ -29,6 +29,7 @@ const historyTTL = 3 * time.Second
 // then finds every version etcd held in history, with its content, through
 // field selectors and the time window, newest first and paged.
 func TestHistoryKeepsEveryVersion(t *testing.T) {
+	t.Parallel()
 	for _, store := range historyStores {
 		t.Run(store.name, func(t *testing.T) { testHistoryKeepsEveryVersion(t, store.args(t)) })
 	}

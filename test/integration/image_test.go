@@ -41,6 +41,7 @@ import (
 // some sandboxes refuse, so podman run is tried only with
 // EVENT_APISERVER_TEST_PODMAN_RUN=1.
 func TestImage(t *testing.T) {
+	t.Parallel()
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,7 @@ type: Normal
 // person would, and checks what each command leaves in storage through the
 // other API with typed clients.
 func TestKubectl(t *testing.T) {
+	t.Parallel()
 	kubectlBinary(t) // skip early without kubectl
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := server.Client(t)

@@ -16,6 +16,7 @@ import (
 // narrows and finds the Event. The comparison with kube-apiserver skips
 // when _output/bin/kube-apiserver has not been built.
 func TestNamespaceSelectorMatchesKubeAPIServer(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	ours := adminRawClient(t, server)
 	create := request{method: http.MethodPost, path: coreEventsPath, contentType: contentJSON, body: coreBody("ns-selector", nil)}

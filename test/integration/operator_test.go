@@ -34,6 +34,7 @@ var (
 // health and /version; everything else stays 401 for them, and a wrong
 // token is 401 even on the public paths, as in kube-apiserver.
 func TestAnonymousPublicInfoStandalone(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	config := server.Config(t)
 	anonymous := newRawClient(t, config, "")
@@ -70,6 +71,7 @@ func TestAnonymousPublicInfoStandalone(t *testing.T) {
 // and /version itself; other paths go to kube-apiserver's
 // SubjectAccessReview, which refuses system:anonymous.
 func TestAggregatedReadOnlyDataDir(t *testing.T) {
+	t.Parallel()
 	etcd := framework.StartEtcd(t)
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 
@@ -164,6 +166,7 @@ func checkVersionDocument(t *testing.T, body []byte, wantVersion string) {
 // TestOperatorFlags runs the binary with the flags an operator of a
 // Kubernetes component expects, and checks each one does what it says.
 func TestOperatorFlags(t *testing.T) {
+	t.Parallel()
 	bin := framework.ServerBinary(t)
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "audit-policy.yaml")

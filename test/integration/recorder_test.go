@@ -24,6 +24,7 @@ import (
 // TestRecorders runs client-go's two event recorders against the server,
 // unchanged, and checks what repeated events leave in storage.
 func TestRecorders(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := server.Client(t)
 

@@ -16,6 +16,7 @@ import (
 // are all there after it, unchanged, and the kubeconfig handed out before
 // still works.
 func TestRestartKeepsEvents(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := server.Client(t)
 	ctx := context.Background()

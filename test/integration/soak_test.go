@@ -213,6 +213,9 @@ func vmRSS(t *testing.T, pid int) int64 {
 // hold for the warm-up cycles too. Only memory and counts are asserted,
 // never speed.
 func TestSoak(t *testing.T) {
+	// Not parallel: every cycle must get its 2000 writes admitted within
+	// the cycle's period, which other tests' processes on the same cores
+	// do not leave it (it failed that way at go test -parallel 4).
 	plan, kind := soakPlanFromEnv()
 	if backOffs := (plan.events + 4) / 5; backOffs > recordSpamBurst {
 		t.Fatalf("plan: %d Events a reporter repeat one %d times, more than tools/record's spam filter lets through (%d)",

@@ -41,6 +41,7 @@ func leaseGrantSeconds(ttl time.Duration) int64 {
 // /registry/events/<ns>/<name> as core/v1 protobuf with a lease of
 // 1h plus the lease manager's 60s reuse margin, as kube-apiserver stores them.
 func TestStorageLayout(t *testing.T) {
+	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{EmbeddedEtcdPort: framework.FreePort(t)})
 	client := server.Client(t)
 	etcd := etcdClient(t, server.EtcdURL)
@@ -137,6 +138,7 @@ func TestStorageLayout(t *testing.T) {
 // exactly 5s (5% of 5s rounds down to no reuse margin), and once it expires
 // the Event is gone from lists and a running watch sees it DELETED.
 func TestEventTTL(t *testing.T) {
+	t.Parallel()
 	const ttl = 5 * time.Second
 	server := framework.StartServer(t, framework.ServerOptions{
 		EmbeddedEtcdPort: framework.FreePort(t),
@@ -145,7 +147,6 @@ func TestEventTTL(t *testing.T) {
 	client := server.Client(t)
 	etcd := etcdClient(t, server.EtcdURL)
 	const ns = "ttl"
-	ctx := pollCtx(t)
 
 	tests := []struct {
 		name   string
@@ -175,6 +176,9 @@ func TestEventTTL(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each waits out the TTL
+			// Its own deadline: parallel subtests start only when a slot
+			// of go test -parallel is free, maybe long after the parent's.
+			ctx := pollCtx(t)
 			name := uniqueName("expiring")
 			// Watch both APIs from before the create.
 			list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})

@@ -61,6 +61,7 @@ func (d *deletions) get(name string) (time.Time, bool) {
 // TTL, through either API, and expires on its own schedule, seen by watches
 // of both APIs and by lists; a series PATCH restarts the Warning rule's TTL.
 func TestEventTTLRules(t *testing.T) {
+	t.Parallel()
 	const warningTTL, normalTTL = 10 * time.Second, 3 * time.Second
 	server := framework.StartServer(t, framework.ServerOptions{
 		EmbeddedEtcdPort: framework.FreePort(t),
@@ -234,6 +235,7 @@ func assertLeaseTTL(t *testing.T, etcd *clientv3.Client, ns, name string, ttl ti
 // leases granted grow with the seconds the writes take (a class reuses its
 // lease for 5% of its TTL: 2s and 1s here), not with the writes.
 func TestEventTTLRulesLeases(t *testing.T) {
+	t.Parallel()
 	const creates, patches, workers = 400, 100, 8
 	ttls := map[string]time.Duration{corev1.EventTypeWarning: 40 * time.Second, corev1.EventTypeNormal: 20 * time.Second}
 	server := framework.StartServer(t, framework.ServerOptions{
@@ -379,6 +381,7 @@ func ttlWrite(ctx context.Context, client kubernetes.Interface, ns string, i, cr
 // TestEventTTLRulesRefused runs the binary with bad rules: it must exit at
 // once, before starting anything, naming the flag and the fault.
 func TestEventTTLRulesRefused(t *testing.T) {
+	t.Parallel()
 	bin := framework.ServerBinary(t)
 	tooMany := make([]string, 17)
 	for i := range tooMany {

@@ -20,6 +20,7 @@ import (
 // is the new watch cache's starting point, so the cache serves it, and every
 // later Event arrives once, in order.
 func TestWatchBookmarksResumeAfterRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	target := startOurTarget(t)

@@ -54,10 +54,13 @@ func (c listCounters) minus(o listCounters) listCounters {
 // servedFromCache reports whether d is one consistent LIST of n items served
 // by the cache. Such a LIST also reads etcd's current revision, a range read
 // with limit 1 that the etcd3 store counts as a list
-// (store.GetCurrentResourceVersion); it returns no more than one item.
+// (store.GetCurrentResourceVersion); it returns no more than one item. So
+// does the etcd health gate's probe, once a second (pkg/etcdhealth), so the
+// number of such reads in the window grows with the LIST's latency on a
+// loaded machine: it is not bounded here, the items read from etcd are.
 func (d listCounters) servedFromCache(n int) bool {
 	return d.cacheLists == 1 && d.cacheItems == float64(n) && d.consistent == 1 && d.fallback == 0 &&
-		d.etcdLists <= 1 && d.etcdItems <= 1
+		d.etcdItems <= 1
 }
 
 // TestConsistentListFromCache (KEP-2340): a LIST without resourceVersion is
@@ -66,6 +69,7 @@ func (d listCounters) servedFromCache(n int) bool {
 // etcd for progress and waits for it), and it returns exactly what etcd
 // holds at the list's resource version.
 func TestConsistentListFromCache(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	target := startOurTarget(t)

@@ -28,6 +28,7 @@ type downtimeResult struct {
 // compacted past it, the client gets kube-apiserver's 410. kube-apiserver
 // v1.36.3 runs the same scenario on its own etcd, for comparison.
 func TestWatchResumeAfterDowntime(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 

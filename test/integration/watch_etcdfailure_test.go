@@ -28,6 +28,7 @@ import (
 // by resuming (a close or a retriable error, never a 410), and an informer
 // sees every Event once, in order, without a relist.
 func TestWatchSurvivesEtcdMemberKill(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster := framework.StartEtcdCluster(t, 3)

@@ -26,6 +26,7 @@ import (
 // with a relist. Without --shutdown-watch-termination-grace-period, a
 // SIGTERM with watches open takes the request timeout (60s) instead.
 func TestInformerRestartWithoutRelist(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 

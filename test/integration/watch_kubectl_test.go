@@ -118,6 +118,7 @@ func (k *kubectlWatch) exited() bool {
 // current Events as ADDED and then the new ones. The test asserts that, and
 // that nothing hangs.
 func TestKubectlWatchAcrossRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{watchShutdownFlag}})

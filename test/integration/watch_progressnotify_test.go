@@ -16,6 +16,7 @@ import (
 // opposite case, an etcd that sends them, is checked by
 // TestWatchBookmarksResumeAfterRestart.
 func TestProgressNotifyWarning(t *testing.T) {
+	t.Parallel()
 	etcd := framework.StartEtcd(t, framework.WithEtcdProgressNotifyInterval(0))
 	start := time.Now()
 	server := framework.StartServer(t, framework.ServerOptions{EtcdServers: etcd.ClientURL()})

@@ -20,6 +20,7 @@ import (
 // it. When no Event changes, both replicas' resource versions follow etcd's
 // revision within a few progress-notify intervals.
 func TestWatchResumeAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster := framework.StartEtcdCluster(t, 3)
@@ -75,14 +76,18 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 	final := etcdRevision(ctx, t, kv)
 	start := time.Now()
 	var rvA, rvB string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*framework.DefaultEtcdProgressNotifyInterval, true,
+	// Without progress notifications they would not move for etcd's default
+	// 10m; the generous bound (not a few intervals) is for a loaded machine
+	// running the other tests in parallel.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true,
 		func(ctx context.Context) (bool, error) {
 			rvA, rvB = cacheRV(ctx, t, clientA, ns), cacheRV(ctx, t, clientB, ns)
 			return rvInt(t, rvA) == final && rvInt(t, rvB) == final, nil
 		})
 	t.Logf("etcd at %d; after %v replica A at %s, B at %s", final, time.Since(start).Round(time.Millisecond), rvA, rvB)
 	if err != nil {
-		t.Errorf("replicas did not reach etcd's revision %d within 5 progress intervals: A %s, B %s", final, rvA, rvB)
+		t.Errorf("replicas did not reach etcd's revision %d within %v (progress notifications every %v): A %s, B %s",
+			final, pollTimeout, framework.DefaultEtcdProgressNotifyInterval, rvA, rvB)
 	}
 
 	// A client on either replica now gets bookmarks at that revision.

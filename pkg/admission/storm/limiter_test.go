@@ -286,12 +286,13 @@ func TestLimiterUserBudget(t *testing.T) {
 	}
 }
 
-// TestLimiterMemoryIsBounded: thousands of distinct names of 128 KiB from
-// one user. With the user budget on, the names are not even remembered
-// past the user's burst; with it off, the limiter keeps at most
-// MaxReporters fixed-size entries. Idle, it forgets them all.
+// TestLimiterMemoryIsBounded: three times MaxReporters distinct names of
+// 128 KiB from one user. With the user budget on, the names are not even
+// remembered past the user's burst; with it off, the limiter keeps at most
+// MaxReporters fixed-size entries. Idle, it forgets them all. (The sizes are
+// kept small: under the race detector each name costs milliseconds.)
 func TestLimiterMemoryIsBounded(t *testing.T) {
-	const maxReporters, names = 1000, 3000
+	const maxReporters, names = 300, 900
 	long := strings.Repeat("x", 64<<10)
 	mallory := &user.DefaultInfo{Name: "mallory"}
 	for _, tc := range []struct {

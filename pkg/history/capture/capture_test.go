@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -19,10 +20,10 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/etcd"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlite"
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 const prefix = "/registry/events/"
@@ -45,8 +46,7 @@ func (s *flakyStore) Write(ctx context.Context, b history.Batch) error {
 // that fails at first: back-pressure and retries lose nothing, and a second
 // capture after a stop resumes and stores nothing twice.
 func TestCapture(t *testing.T) {
-	etcd := framework.StartEtcd(t)
-	client := etcd.Client(t)
+	client := embeddedEtcd(t)
 	s, err := sqlite.Open(filepath.Join(t.TempDir(), "history.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +127,28 @@ func TestCapture(t *testing.T) {
 			t.Errorf("e0 at %d: not marked deleted", r.Revision)
 		}
 	}
+}
+
+// embeddedEtcd is the server's own embedded etcd, as pkg/ttl's and
+// pkg/watchresume's tests use, so that the unit tier needs no etcd binary.
+func embeddedEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	e, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
+		DataDir:                filepath.Join(t.TempDir(), "etcd"),
+		ClientAddress:          "127.0.0.1:0",
+		ProgressNotifyInterval: time.Second,
+		ReadyTimeout:           time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL()}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client
 }
 
 func runtimeEncode(encoder *protobuf.Serializer, obj *corev1.Event) ([]byte, error) {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestEtcdSingleMemberKillRestart(t *testing.T) {
+	t.Parallel()
 	e := StartEtcd(t)
 	c := e.Client(t)
 
@@ -85,6 +86,7 @@ func TestEtcdSingleMemberKillRestart(t *testing.T) {
 // The default --watch-progress-notify-interval (1s) makes etcd send progress
 // notifications on an idle watch that asks for them.
 func TestEtcdProgressNotify(t *testing.T) {
+	t.Parallel()
 	e := StartEtcd(t)
 	c := e.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -104,6 +106,7 @@ func TestEtcdProgressNotify(t *testing.T) {
 }
 
 func TestEtcdCluster(t *testing.T) {
+	t.Parallel()
 	cl := StartEtcdCluster(t, 3)
 	if len(cl.Members) != 3 {
 		t.Fatalf("%d members", len(cl.Members))

@@ -20,6 +20,7 @@ import (
 // front-proxy settings are published, that kubectl works with the generated
 // kubeconfig, and that Restart keeps the data.
 func TestKubeAPIServer(t *testing.T) {
+	t.Parallel()
 	mainEtcd := StartEtcd(t)
 	eventsEtcd := StartEtcd(t)
 	s := StartKubeAPIServer(t, KubeAPIServerOptions{
@@ -125,6 +126,7 @@ func TestKubeAPIServer(t *testing.T) {
 
 // With no etcd given, StartKubeAPIServer brings its own.
 func TestKubeAPIServerOwnEtcd(t *testing.T) {
+	t.Parallel()
 	s := StartKubeAPIServer(t, KubeAPIServerOptions{AuthorizationMode: "Node,RBAC"})
 	if s.Etcd == nil || s.EtcdServers != s.Etcd.ClientURL() {
 		t.Fatalf("etcd: %v %q", s.Etcd, s.EtcdServers)
