@@ -59,7 +59,7 @@ func (p *Plugin) WithEarlyRefusal(h http.Handler, codecs runtime.NegotiatedSeria
 // refuseEarly returns the group version to answer in and the 429 for req,
 // or no error when the handler is to decide. It restores the body it reads.
 func (p *Plugin) refuseEarly(req *http.Request, codecs runtime.NegotiatedSerializer) (schema.GroupVersion, error) {
-	if req.Method != http.MethodPost || req.URL.RawQuery != "" {
+	if req.Method != http.MethodPost || !harmlessQuery(req) {
 		return schema.GroupVersion{}, nil
 	}
 	ctx := req.Context()
@@ -97,6 +97,26 @@ func (p *Plugin) refuseEarly(req *http.Request, codecs runtime.NegotiatedSeriali
 	}
 	earlyRefusedTotal.Inc()
 	return gv, p.answer(v, r, opCreate, who)
+}
+
+// harmlessQueries are the query parameters that change nothing the
+// create handler answers before admission: timeout (client-go sends it
+// whenever its client has a timeout; the request deadline filter has
+// already checked it) and pretty (which ErrorNegotiated honours as the
+// handler would). Any other (dryRun, fieldManager, fieldValidation...) may
+// change the answer, and sends the request on to the handler.
+var harmlessQueries = map[string]bool{"timeout": true, "pretty": true}
+
+func harmlessQuery(req *http.Request) bool {
+	if req.URL.RawQuery == "" {
+		return true
+	}
+	for k := range req.URL.Query() {
+		if !harmlessQueries[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeEvent decodes body as the create handler does

@@ -100,6 +100,8 @@ func TestEarlyRefusal(t *testing.T) {
 		{name: "json, early", event: kubeletEvent("c", "node-1"), contentType: jsonType, wantCode: http.StatusTooManyRequests, wantEarly: true},
 		{name: "protobuf, early", event: kubeletEvent("d", "node-1"), contentType: protoType, wantCode: http.StatusTooManyRequests, wantEarly: true},
 		{name: "another reporter of the user, within budget", event: kubeletEvent("e", "node-2"), contentType: protoType, wantCode: http.StatusCreated},
+		{name: "client-go's timeout, early", event: kubeletEvent("t", "node-1"), contentType: protoType, query: "timeout=2m0s", wantCode: http.StatusTooManyRequests, wantEarly: true},
+		{name: "fieldManager goes to the handler", event: kubeletEvent("m", "node-1"), contentType: jsonType, query: "timeout=1m0s&fieldManager=x", wantCode: http.StatusTooManyRequests},
 		{name: "dry run goes to the handler", event: kubeletEvent("f", "node-1"), contentType: jsonType, query: "dryRun=All", wantCode: http.StatusTooManyRequests},
 		{name: "a body that does not decode goes to the handler", event: kubeletEvent("g", "node-1"), contentType: jsonType, body: []byte(`{"kind":"Event",`), wantCode: http.StatusTooManyRequests},
 		{name: "an unknown field (a warning) goes to the handler", event: kubeletEvent("h", "node-1"), contentType: jsonType,
