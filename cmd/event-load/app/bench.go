@@ -28,11 +28,15 @@ type benchOptions struct {
 	workloads []string
 }
 
-// defaultEventAPIServerArgs switch off event-apiserver's per-reporter and
-// global write limits: kube-apiserver has none, and the benchmark compares
-// what each server can take.
+// defaultEventAPIServerArgs switch off all of event-apiserver's write
+// limits (per reporter, per user, global, in writes and in bytes):
+// kube-apiserver has none, and the benchmark compares what each server can
+// take. All the load tool's clients are one user, whose default budget
+// (burst 5000, then 100 a second) the writes workloads would otherwise
+// spend halfway through.
 var defaultEventAPIServerArgs = []string{
 	"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0", "--event-rate-limit-global-qps=0",
+	"--event-rate-limit-user-qps=0", "--event-rate-limit-bytes-qps=0", "--event-rate-limit-global-bytes-qps=0",
 }
 
 func newBenchCommand() *cobra.Command {
