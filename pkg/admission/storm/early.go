@@ -81,7 +81,12 @@ func (p *Plugin) refuseEarly(req *http.Request, codecs runtime.NegotiatedSeriali
 		return schema.GroupVersion{}, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, req.ContentLength+1))
-	req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), req.Body))
+	// The handler reads the body again from here; closing closes the
+	// original.
+	req.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), req.Body), req.Body}
 	if err != nil || int64(len(body)) != req.ContentLength {
 		return schema.GroupVersion{}, nil
 	}
