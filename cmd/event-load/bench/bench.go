@@ -371,7 +371,15 @@ type profileFunc func(t workload.Target, name string, d time.Duration) func()
 // runWrites runs create, recorder and watch, as selected, on one fresh
 // deployment of server s.
 func (o Options) runWrites(ctx context.Context, s, dir string, add recordFunc, profile profileFunc) error {
-	d, err := o.deploy(ctx, s, dir)
+	return o.onDeployment(ctx, s, dir, o.EventAPIServerArgs, func(t workload.Target) error {
+		return o.writes(ctx, t, add, profile)
+	})
+}
+
+// onDeployment runs f against a fresh deployment of server s
+// (event-apiserver with eventArgs), and stops it.
+func (o Options) onDeployment(ctx context.Context, s, dir string, eventArgs []string, f func(workload.Target) error) error {
+	d, err := o.deployWith(ctx, s, dir, eventArgs)
 	if err != nil {
 		return err
 	}
@@ -380,6 +388,11 @@ func (o Options) runWrites(ctx context.Context, s, dir string, add recordFunc, p
 	if err != nil {
 		return err
 	}
+	return f(t)
+}
+
+// writes runs create, recorder and watch, as selected, against t.
+func (o Options) writes(ctx context.Context, t workload.Target, add recordFunc, profile profileFunc) error {
 	for _, api := range []string{workload.CoreV1, workload.EventsV1} {
 		for _, ct := range []string{workload.Protobuf, workload.JSON} {
 			if !o.runs(WorkloadCreate) {
@@ -411,7 +424,7 @@ func (o Options) runWrites(ctx context.Context, s, dir string, add recordFunc, p
 		return nil
 	}
 	done := profile(t, "watch", o.Duration)
-	err = add(workload.Watch(ctx, t, workload.WatchOptions{
+	err := add(workload.Watch(ctx, t, workload.WatchOptions{
 		Selectors: o.Watchers, All: o.AllWatchers, Rate: o.WatchRate, Duration: o.Duration,
 	}))
 	done()
@@ -421,20 +434,13 @@ func (o Options) runWrites(ctx context.Context, s, dir string, add recordFunc, p
 // runStorm runs the storm on a fresh deployment of server s,
 // event-apiserver with its write limits at StormEventAPIServerArgs.
 func (o Options) runStorm(ctx context.Context, s, dir string, add recordFunc, profile profileFunc) error {
-	d, err := o.deployWith(ctx, s, dir, o.StormEventAPIServerArgs)
-	if err != nil {
-		return err
-	}
-	defer d.stop()
-	t, err := d.target()
-	if err != nil {
-		return err
-	}
-	return add(workload.Storm(ctx, t, workload.StormOptions{
-		Clients: o.StormClients, Rate: o.StormRate, Duration: o.Duration,
-		Refusing:  s == EventServer && len(o.StormEventAPIServerArgs) == 0,
-		Measuring: func() func() { return profile(t, "storm", o.Duration) },
-	}))
+	return o.onDeployment(ctx, s, dir, o.StormEventAPIServerArgs, func(t workload.Target) error {
+		return add(workload.Storm(ctx, t, workload.StormOptions{
+			Clients: o.StormClients, Rate: o.StormRate, Duration: o.Duration,
+			Refusing:  s == EventServer && len(o.StormEventAPIServerArgs) == 0,
+			Measuring: func() func() { return profile(t, "storm", o.Duration) },
+		}))
+	})
 }
 
 // WriteJSON writes the results to path.
