@@ -296,7 +296,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	buildChain := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		return buildChain(storm.WithChargeMemo(api), c)
+		return buildChain(stormPlugin.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs), c)
 	}
 
 	history, err := o.History.Config(o.DataDir, o.Etcd.StorageConfig)

@@ -40,7 +40,10 @@
 // The plugin charges in the mutating phase, first in the admission chain,
 // so a refused write costs no webhook call and no etcd round trip, once per
 // request (WithChargeMemo: an update retried on a conflict runs admission
-// again). It refuses an oversize Event in the validating phase, after the
+// again). A reporter that keeps writing once refused is refused before the
+// API handler (WithEarlyRefusal, pinned by TestEarlyRefusal): the
+// handler's managedFields pass and the admission chain were most of a
+// refusal's cost. It refuses an oversize Event in the validating phase, after the
 // strategy's validation (so an invalid Event gets kube-apiserver's 422
 // first) and the webhooks, and does not charge it. Reads are never limited. Without --aggregated there is no priority and fairness (its
 // configuration lives in kube-apiserver) and the generic server's

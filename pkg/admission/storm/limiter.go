@@ -106,6 +106,9 @@ type limiterConfig struct {
 
 // reporterState is one reporter's buckets and its place in the LRU list.
 type reporterState struct {
+	// refused is when a write of this user was last refused (user states
+	// only): the early refusal looks at a write's reporter only then.
+	refused time.Time
 	key     string
 	buckets [numOperations]bucket
 	bytes   bucket
@@ -172,9 +175,54 @@ func (l *limiter) allow(userKey, key string, op operation, size int) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := l.take(userKey, key, op, float64(size), now)
+	if !v.allowed {
+		l.touch(userKey, now).refused = now
+	}
 	l.expire(now)
 	v.reporters = l.lru.Len()
 	return v
+}
+
+// hotFor is how long after a refusal a user's writes are looked at before
+// they are decoded in full (see peek).
+const hotFor = 10 * time.Second
+
+// hot says whether a write of the user was refused within hotFor. It
+// spends nothing and remembers nothing.
+func (l *limiter) hot(userKey string) bool {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.reporters[userKey]
+	return ok && now.Sub(e.Value.(*reporterState).refused) < hotFor
+}
+
+// peek is allow's answer for a write of op now as far as the write's size
+// does not enter it: the user's budget, then the reporter's count of op.
+// It spends nothing and remembers nothing: a write it does not refuse goes
+// on to allow, which decides. The budgets after those (the byte budgets,
+// the global one) need the size, or are better left to allow.
+func (l *limiter) peek(userKey, key string, op operation) verdict {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if userLimit := l.config.User; userLimit.enabled() {
+		if e, ok := l.reporters[userKey]; ok {
+			b := e.Value.(*reporterState).user // a copy: take spends from it
+			if ok, wait := b.take(userLimit, now); !ok {
+				return verdict{retryAfter: wait, user: true, reporters: l.lru.Len()}
+			}
+		}
+	}
+	if limit := l.config.Reporter[op]; limit.enabled() {
+		if e, ok := l.reporters[key]; ok {
+			b := e.Value.(*reporterState).buckets[op]
+			if ok, wait := b.take(limit, now); !ok {
+				return verdict{retryAfter: wait, reporters: l.lru.Len()}
+			}
+		}
+	}
+	return verdict{allowed: true}
 }
 
 func (l *limiter) take(userKey, key string, op operation, size float64, now time.Time) verdict {

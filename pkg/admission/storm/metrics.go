@@ -43,6 +43,16 @@ var (
 		},
 		[]string{"operation"},
 	)
+	earlyRefusedTotal = metrics.NewCounter(
+		&metrics.CounterOpts{
+			Namespace: "event_apiserver",
+			Subsystem: "storm",
+			Name:      "early_refused_total",
+			Help: "Event creates answered 429 before the API handler (WithEarlyRefusal); they are also " +
+				"counted in throttled_total.",
+			StabilityLevel: metrics.ALPHA,
+		},
+	)
 )
 
 // The gauges are computed at scrape time, after idle reporters have been
@@ -98,7 +108,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(acceptedTotal, throttledTotal, oversizeTotal)
+		legacyregistry.MustRegister(acceptedTotal, throttledTotal, oversizeTotal, earlyRefusedTotal)
 		legacyregistry.CustomMustRegister(&limiterCollector{})
 	})
 }

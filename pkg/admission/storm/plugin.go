@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 )
@@ -145,11 +146,20 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 // charge spends the write's tokens, or says why not.
 func (p *Plugin) charge(event *core.Event, op operation, size int, a admission.Attributes) error {
 	r := reporterOf(event, a.GetUserInfo())
+	return p.answer(p.limiter.allow(r.userKey, r.key, op, size), r, op, a.GetUserInfo())
+}
+
+// answer counts the limiter's verdict for the write of op by r and turns a
+// refusal into the 429 the writer gets.
+func (p *Plugin) answer(v verdict, r reporter, op operation, who user.Info) error {
 	class := p.classes.of(r.controller)
-	v := p.limiter.allow(r.userKey, r.key, op, size)
 	if v.allowed {
 		acceptedTotal.WithLabelValues(op.String(), class).Inc()
 		return nil
+	}
+	userName := ""
+	if who != nil {
+		userName = who.GetName()
 	}
 	seconds := retryAfterSeconds(v.retryAfter)
 	switch {
@@ -157,7 +167,7 @@ func (p *Plugin) charge(event *core.Event, op operation, size int, a admission.A
 		throttledTotal.WithLabelValues(op.String(), class, "user").Inc()
 		return apierrors.NewTooManyRequests(fmt.Sprintf(
 			"user %q is over its budget of %g Event writes a second (burst %d), whatever the reporter, retry after %ds",
-			a.GetUserInfo().GetName(), p.limiter.config.User.QPS, p.limiter.config.User.Burst, seconds), seconds)
+			userName, p.limiter.config.User.QPS, p.limiter.config.User.Burst, seconds), seconds)
 	case v.global && v.bytes:
 		throttledTotal.WithLabelValues(op.String(), class, "global_bytes").Inc()
 		return apierrors.NewTooManyRequests(fmt.Sprintf(

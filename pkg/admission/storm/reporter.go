@@ -79,11 +79,14 @@ func reporterOf(event *core.Event, who user.Info) reporter {
 	}
 	return reporter{
 		key:        hashKey(kind, userName, controller, instance),
-		userKey:    hashKey("user-budget", userName),
+		userKey:    userKeyOf(userName),
 		name:       name,
 		controller: controller,
 	}
 }
+
+// userKeyOf is the key of the user's own bucket.
+func userKeyOf(userName string) string { return hashKey("user-budget", userName) }
 
 // String is the reporter as a person reads it, for error messages.
 func (r reporter) String() string { return r.name }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,13 +25,18 @@ type benchOptions struct {
 	outDir    string
 	chartPath string
 	keepWork  bool
+	workloads []string
 }
 
-// defaultEventAPIServerArgs switch off event-apiserver's per-reporter and
-// global write limits: kube-apiserver has none, and the benchmark compares
-// what each server can take.
+// defaultEventAPIServerArgs switch off all of event-apiserver's write
+// limits (per reporter, per user, global, in writes and in bytes):
+// kube-apiserver has none, and the benchmark compares what each server can
+// take. All the load tool's clients are one user, whose default budget
+// (burst 5000, then 100 a second) the writes workloads would otherwise
+// spend halfway through.
 var defaultEventAPIServerArgs = []string{
 	"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0", "--event-rate-limit-global-qps=0",
+	"--event-rate-limit-user-qps=0", "--event-rate-limit-bytes-qps=0", "--event-rate-limit-global-bytes-qps=0",
 }
 
 func newBenchCommand() *cobra.Command {
@@ -49,6 +55,8 @@ func newBenchCommand() *cobra.Command {
 			WatchRate:            200,
 			DescribeRequests:     20,
 			DescribeTime:         2 * time.Second,
+			StormClients:         32,
+			StormRate:            2000,
 		},
 		servers: "A,B,C",
 		events:  10000,
@@ -87,6 +95,10 @@ func newBenchCommand() *cobra.Command {
 	fs.StringVar(&o.outDir, "out-dir", o.outDir, "where results.json, table.md and describe.svg go")
 	fs.StringVar(&o.chartPath, "chart", "", "also write the describe chart here (e.g. docs/benchmarks-describe.svg)")
 	fs.StringVar(&o.ProfileDir, "profile-dir", "", "take CPU profiles of event-apiserver during each workload in one extra round, into this directory")
+	fs.StringSliceVar(&o.workloads, "workloads", nil, "workloads to run (default all): "+strings.Join(bench.AllWorkloads, ",")+"; describe, memory and startup run together")
+	fs.IntVar(&o.StormClients, "storm-clients", o.StormClients, "storm: reporters (kubelets), each on its own connection, and the most writes in flight")
+	fs.IntVar(&o.StormRate, "storm-rate", o.StormRate, "storm: offered creates a second, all reporters together, well above event-apiserver's default budgets")
+	fs.StringSliceVar(&o.StormEventAPIServerArgs, "storm-event-apiserver-args", nil, "extra event-apiserver flags for the storm (default none: its default write limits)")
 	fs.BoolVar(&o.EtcdUnsafeNoFsync, "etcd-unsafe-no-fsync", false, "run etcd with --unsafe-no-fsync")
 	return cmd
 }
@@ -109,6 +121,12 @@ func (o *benchOptions) run() error {
 			o.Servers = append(o.Servers, s)
 		}
 	}
+	for _, w := range o.workloads {
+		if !slices.Contains(bench.AllWorkloads, w) {
+			return fmt.Errorf("--workloads: unknown workload %q (want some of %s)", w, strings.Join(bench.AllWorkloads, ","))
+		}
+	}
+	o.Workloads = o.workloads
 	o.Sizes = o.sizes
 	if len(o.Sizes) == 0 {
 		o.Sizes = decades(o.events)

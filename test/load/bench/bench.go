@@ -70,6 +70,47 @@ type Options struct {
 	ProfileDir string
 	// EtcdUnsafeNoFsync runs etcd with --unsafe-no-fsync.
 	EtcdUnsafeNoFsync bool
+
+	// Workloads are the workloads to run (see AllWorkloads); empty: all.
+	Workloads []string
+	// StormClients, StormRate: the storm's reporters and offered creates
+	// a second.
+	StormClients, StormRate int
+	// StormEventAPIServerArgs are event-apiserver's extra flags for the
+	// storm, in place of EventAPIServerArgs: none by default, so that its
+	// write limits are its defaults, what the storm is about.
+	StormEventAPIServerArgs []string
+}
+
+// Workload names for Options.Workloads. describe, memory and startup share
+// the store deployment.
+const (
+	WorkloadCeiling  = "ceiling"
+	WorkloadCreate   = "create"
+	WorkloadRecorder = "recorder"
+	WorkloadWatch    = "watch"
+	WorkloadStorm    = "storm"
+	WorkloadDescribe = "describe"
+	WorkloadMemory   = "memory"
+	WorkloadStartup  = "startup"
+)
+
+// AllWorkloads are the workloads a run without Options.Workloads runs, in
+// the order they run.
+var AllWorkloads = []string{WorkloadCeiling, WorkloadCreate, WorkloadRecorder, WorkloadWatch, WorkloadStorm,
+	WorkloadDescribe, WorkloadMemory, WorkloadStartup}
+
+// runs says whether workload w is to run.
+func (o Options) runs(w string) bool {
+	if len(o.Workloads) == 0 {
+		return true
+	}
+	for _, x := range o.Workloads {
+		if x == w {
+			return true
+		}
+	}
+	return false
 }
 
 // RunResult is one server's (or the ceiling's) measurements in one round.
@@ -112,8 +153,10 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		res.Runs = append(res.Runs, r)
 	}
 	for round := 1; round <= o.Rounds; round++ {
-		r, err := runCeiling(ctx, o, round)
-		record(r, err)
+		if o.runs(WorkloadCeiling) {
+			r, err := runCeiling(ctx, o, round)
+			record(r, err)
+		}
 		for _, s := range o.Servers {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -185,9 +228,9 @@ type apiServer interface {
 const serverStartTimeout = 3 * time.Minute
 
 // startServer starts server s over etcd in dir, with profiling on and
-// --event-ttl=workload.EventTTL, and returns it with an admin client
-// configuration.
-func (o Options) startServer(ctx context.Context, s, dir string, etcd *testbed.Etcd) (apiServer, *rest.Config, error) {
+// --event-ttl=workload.EventTTL, event-apiserver with eventArgs, and returns
+// it with an admin client configuration.
+func (o Options) startServer(ctx context.Context, s, dir string, etcd *testbed.Etcd, eventArgs []string) (apiServer, *rest.Config, error) {
 	switch s {
 	case KubeDefault, KubeCached:
 		k, err := testbed.StartKubeAPIServer(ctx, testbed.KubeAPIServerOptions{
@@ -202,7 +245,7 @@ func (o Options) startServer(ctx context.Context, s, dir string, etcd *testbed.E
 	case EventServer:
 		e, err := testbed.StartServer(ctx, testbed.ServerOptions{
 			Binary: o.EventAPIServerBinary, Dir: dir, EtcdServers: etcd.ClientURL(),
-			EventTTL: workload.EventTTL, Profiling: true, ExtraArgs: o.EventAPIServerArgs, StartTimeout: serverStartTimeout,
+			EventTTL: workload.EventTTL, Profiling: true, ExtraArgs: eventArgs, StartTimeout: serverStartTimeout,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -226,11 +269,16 @@ type deployment struct {
 }
 
 func (o Options) deploy(ctx context.Context, s, dir string) (*deployment, error) {
+	return o.deployWith(ctx, s, dir, o.EventAPIServerArgs)
+}
+
+// deployWith is deploy with event-apiserver's extra flags eventArgs.
+func (o Options) deployWith(ctx context.Context, s, dir string, eventArgs []string) (*deployment, error) {
 	etcd, err := o.startEtcd(ctx, filepath.Join(dir, "etcd"))
 	if err != nil {
 		return nil, err
 	}
-	server, config, err := o.startServer(ctx, s, filepath.Join(dir, "server"), etcd)
+	server, config, err := o.startServer(ctx, s, filepath.Join(dir, "server"), etcd, eventArgs)
 	if err != nil {
 		_ = etcd.Process().Stop()
 		return nil, err
@@ -281,51 +329,22 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		return wg.Wait
 	}
 
-	// Writes.
-	d, err := o.deploy(ctx, s, filepath.Join(dir, "writes"))
-	if err != nil {
-		return r, err
+	if o.runs(WorkloadCreate) || o.runs(WorkloadRecorder) || o.runs(WorkloadWatch) {
+		if err := o.runWrites(ctx, s, filepath.Join(dir, "writes"), add, profile); err != nil {
+			return r, err
+		}
 	}
-	err = func() error {
-		defer d.stop()
-		t, err := d.target()
-		if err != nil {
-			return err
+	if o.runs(WorkloadStorm) {
+		if err := o.runStorm(ctx, s, filepath.Join(dir, "storm"), add, profile); err != nil {
+			return r, err
 		}
-		for _, api := range []string{workload.CoreV1, workload.EventsV1} {
-			for _, ct := range []string{workload.Protobuf, workload.JSON} {
-				done := func() {}
-				if api == workload.CoreV1 && ct == workload.Protobuf {
-					done = profile(t, "create", o.Duration)
-				}
-				err := add(workload.Create(ctx, t, workload.CreateOptions{API: api, ContentType: ct, Clients: o.Clients, Duration: o.Duration}))
-				done()
-				if err != nil {
-					return err
-				}
-			}
-		}
-		for _, rec := range []string{workload.LegacyRecorder, workload.SeriesRecorder} {
-			done := profile(t, "recorder-"+rec, o.Duration)
-			err := add(workload.Recorder(ctx, t, workload.RecorderOptions{Recorder: rec, Clients: o.Clients, Duration: o.Duration}))
-			done()
-			if err != nil {
-				return err
-			}
-		}
-		done := profile(t, "watch", o.Duration)
-		err = add(workload.Watch(ctx, t, workload.WatchOptions{
-			Selectors: o.Watchers, All: o.AllWatchers, Rate: o.WatchRate, Duration: o.Duration,
-		}))
-		done()
-		return err
-	}()
-	if err != nil {
-		return r, err
+	}
+	if !o.runs(WorkloadDescribe) && !o.runs(WorkloadMemory) && !o.runs(WorkloadStartup) {
+		return r, nil
 	}
 
-	// Store.
-	d, err = o.deploy(ctx, s, filepath.Join(dir, "store"))
+	// Store: describe, memory and startup, together.
+	d, err := o.deploy(ctx, s, filepath.Join(dir, "store"))
 	if err != nil {
 		return r, err
 	}
@@ -390,6 +409,88 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		{Workload: "startup", Metric: "to /readyz empty", Unit: "s", Value: emptyStartup.Seconds(), Better: workload.Info, Count: 1},
 	}, nil)
 	return r, nil
+}
+
+// recordFunc adds measurements to a run's result and passes err on.
+type recordFunc func(ms []workload.Measurement, err error) error
+
+// profileFunc starts a CPU profile of a workload of length d and returns
+// the wait for it.
+type profileFunc func(t workload.Target, name string, d time.Duration) func()
+
+// runWrites runs create, recorder and watch, as selected, on one fresh
+// deployment of server s.
+func (o Options) runWrites(ctx context.Context, s, dir string, add recordFunc, profile profileFunc) error {
+	return o.onDeployment(ctx, s, dir, o.EventAPIServerArgs, func(t workload.Target) error {
+		return o.writes(ctx, t, add, profile)
+	})
+}
+
+// onDeployment runs f against a fresh deployment of server s
+// (event-apiserver with eventArgs), and stops it.
+func (o Options) onDeployment(ctx context.Context, s, dir string, eventArgs []string, f func(workload.Target) error) error {
+	d, err := o.deployWith(ctx, s, dir, eventArgs)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	t, err := d.target()
+	if err != nil {
+		return err
+	}
+	return f(t)
+}
+
+// writes runs create, recorder and watch, as selected, against t.
+func (o Options) writes(ctx context.Context, t workload.Target, add recordFunc, profile profileFunc) error {
+	for _, api := range []string{workload.CoreV1, workload.EventsV1} {
+		for _, ct := range []string{workload.Protobuf, workload.JSON} {
+			if !o.runs(WorkloadCreate) {
+				break
+			}
+			done := func() {}
+			if api == workload.CoreV1 && ct == workload.Protobuf {
+				done = profile(t, "create", o.Duration)
+			}
+			err := add(workload.Create(ctx, t, workload.CreateOptions{API: api, ContentType: ct, Clients: o.Clients, Duration: o.Duration}))
+			done()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	for _, rec := range []string{workload.LegacyRecorder, workload.SeriesRecorder} {
+		if !o.runs(WorkloadRecorder) {
+			break
+		}
+		done := profile(t, "recorder-"+rec, o.Duration)
+		err := add(workload.Recorder(ctx, t, workload.RecorderOptions{Recorder: rec, Clients: o.Clients, Duration: o.Duration}))
+		done()
+		if err != nil {
+			return err
+		}
+	}
+	if !o.runs(WorkloadWatch) {
+		return nil
+	}
+	done := profile(t, "watch", o.Duration)
+	err := add(workload.Watch(ctx, t, workload.WatchOptions{
+		Selectors: o.Watchers, All: o.AllWatchers, Rate: o.WatchRate, Duration: o.Duration,
+	}))
+	done()
+	return err
+}
+
+// runStorm runs the storm on a fresh deployment of server s,
+// event-apiserver with its write limits at StormEventAPIServerArgs.
+func (o Options) runStorm(ctx context.Context, s, dir string, add recordFunc, profile profileFunc) error {
+	return o.onDeployment(ctx, s, dir, o.StormEventAPIServerArgs, func(t workload.Target) error {
+		return add(workload.Storm(ctx, t, workload.StormOptions{
+			Clients: o.StormClients, Rate: o.StormRate, Duration: o.Duration,
+			Refusing:  s == EventServer && len(o.StormEventAPIServerArgs) == 0,
+			Measuring: func() func() { return profile(t, "storm", o.Duration) },
+		}))
+	})
 }
 
 // WriteJSON writes the results to path.

@@ -50,6 +50,8 @@ func TestSmoke(t *testing.T) {
 		Watchers:             5,
 		AllWatchers:          1,
 		WatchRate:            40,
+		StormClients:         4,
+		StormRate:            400,
 		DescribeRequests:     3,
 		DescribeTime:         time.Second,
 		WorkDir:              t.TempDir(),
@@ -63,7 +65,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("bench: %v", err)
 	}
 
-	wantWorkloads := []string{"create", "recorder", "watch", "describe", "memory", "startup"}
+	wantWorkloads := []string{"create", "recorder", "watch", "storm", "describe", "memory", "startup"}
 	for _, s := range append([]string{Ceiling}, servers...) {
 		t.Run(s, func(t *testing.T) {
 			var runs []RunResult
