@@ -52,12 +52,10 @@ func BenchmarkCacheMemory(b *testing.B) {
 		// to give up exact buckets for (figures in docs/benchmarks.md).
 		{"indexes=or", indexes("involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "reportingComponent"), GetAttrs},
 		{"indexes=none", indexes(), GetAttrs},
-		// Not servable (selectors would see no fields): the floor, to price
-		// the field set the watch cache keeps per Event against
-		// indexes=none (figures in docs/benchmarks.md). A fields.Set is a
-		// Go map, which grows in steps: one group up to 8 entries, a
-		// 16-slot table up to 14, a 32-slot one for the 19 of an Event
-		// with Related.
+		// Not servable (the cacher would route no event by namespace): the
+		// floor, to price the set GetAttrs returns against indexes=none
+		// (figures in docs/benchmarks.md). That set is a Go map of three
+		// entries, one 8-slot group, whatever the Event holds.
 		{"indexes=none,fields=none", indexes(), noFields},
 	}
 
