@@ -112,14 +112,55 @@ func writeEvents(ctx context.Context, c *clientv3.Client, leases *leaser, layout
 		puts = append(puts, clientv3.OpPut(key, string(value), clientv3.WithLease(lease)))
 		size += len(value)
 	}
-	resp, err := c.Txn(ctx).If(cmps...).Then(puts...).Commit()
-	if err != nil {
-		return 0, err
-	}
-	if !resp.Succeeded {
+	// An etcd busy with a server's initial LIST times a transaction out now
+	// and then (etcdserver: request timed out), which fails a million-Event
+	// preload near its end. Such a transaction may still have been applied,
+	// so a retry whose keys exist checks they all do: then the batch is in.
+	var err error
+	for attempt := range preloadAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(time.Duration(attempt) * time.Second):
+			}
+		}
+		var resp *clientv3.TxnResponse
+		resp, err = c.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if err != nil {
+			continue
+		}
+		if resp.Succeeded {
+			return size, nil
+		}
+		if attempt > 0 && allExist(ctx, c, layout, from, to) {
+			return size, nil
+		}
 		return 0, fmt.Errorf("some of the keys already exist")
 	}
-	return size, nil
+	return 0, err
+}
+
+// preloadAttempts bounds the tries of one batch.
+const preloadAttempts = 5
+
+// allExist reports whether every key of Events [from, to) is in etcd.
+func allExist(ctx context.Context, c *clientv3.Client, layout Layout, from, to int) bool {
+	var gets []clientv3.Op
+	for i := from; i < to; i++ {
+		ev := layout.Event(i)
+		gets = append(gets, clientv3.OpGet(eventKey(ev.Namespace, ev.Name), clientv3.WithCountOnly()))
+	}
+	resp, err := c.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return false
+	}
+	for _, r := range resp.Responses {
+		if r.GetResponseRange().Count != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // writeEvent creates one Event as the etcd3 store does: one transaction.
