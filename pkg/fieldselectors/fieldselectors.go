@@ -17,6 +17,7 @@ package fieldselectors
 
 import (
 	"fmt"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -222,11 +223,8 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 
 // SelectableFields returns the plain internal fields of an Event: kube-apiserver's
 // ToSelectableFields plus ours. OR fields are not in the set; the selector
-// Matcher builds reads their parts.
-//
-// Empty values are left out: a field selector reads a missing field as "",
-// so matching is the same, and the watch cache keeps one such set per Event
-// (most Events leave Related and half the reference fields empty).
+// Matcher builds reads their parts. Empty values are left out: a field
+// selector reads a missing field as "", so matching is the same.
 func SelectableFields(event *core.Event) fields.Set {
 	set := fields.Set{}
 	for _, f := range internalFields {
@@ -240,20 +238,53 @@ func SelectableFields(event *core.Event) fields.Set {
 	return set
 }
 
-// GetAttrs is the storage.AttrFunc for Events.
+// eventLabel keys the Event itself in the set GetAttrs returns. No field
+// label can be spelled with a NUL, so no selector names it.
+const eventLabel = "\x00event"
+
+// GetAttrs is the storage.AttrFunc for Events. The watch cache keeps the set
+// it returns beside every Event it holds (cacher store.Element.Fields, and
+// twice per change in its event history); as SelectableFields, that set was
+// the largest single cost per cached Event (a Go map of 13 to 19 entries,
+// BenchmarkCacheMemory, figures in docs/benchmarks.md). So the set holds
+// only what the cacher reads itself, metadata.namespace and metadata.name
+// (cacher.dispatchEvent routes events by them), and the Event, and the
+// selectors Matcher builds read every other field from that Event when they
+// are matched. Objects in the watch cache are never modified, so a value read
+// at match time is the one GetAttrs would have stored.
+//
+// The Event rides in the set as a string whose data pointer is the Event: a
+// fields.Set is a map of strings, and a string's data pointer is traced by
+// the garbage collector, so the set keeps its Event alive as the stored
+// field set would have kept its values. eventIn turns it back.
 func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	event, ok := obj.(*core.Event)
 	if !ok {
 		return nil, nil, fmt.Errorf("not an event")
 	}
-	return labels.Set(event.Labels), SelectableFields(event), nil
+	return labels.Set(event.Labels), fields.Set{
+		"metadata.namespace": event.Namespace,
+		"metadata.name":      event.Name,
+		eventLabel:           unsafe.String((*byte)(unsafe.Pointer(event)), unsafe.Sizeof(*event)),
+	}, nil
+}
+
+// eventIn returns the Event a set from GetAttrs carries, or nil for any
+// other set (one SelectableFields built, or a caller's own).
+func eventIn(set fields.Fields) *core.Event {
+	s := set.Get(eventLabel)
+	if len(s) != int(unsafe.Sizeof(core.Event{})) {
+		return nil
+	}
+	return (*core.Event)(unsafe.Pointer(unsafe.StringData(s)))
 }
 
 // Matcher is the registry's PredicateFunc. It gets a selector already in
-// internal labels; when the selector uses an OR field it is wrapped so that
-// every consumer (etcd3 store, cacher, cache watchers) evaluates the OR.
+// internal labels and wraps it (eventSelector), so that every consumer (etcd3
+// store, cacher, cache watchers) evaluates OR fields and reads fields from
+// the Event GetAttrs carries.
 func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
-	field = withOrFields(field)
+	field = wrapSelector(field)
 	return storage.SelectionPredicate{
 		Label:       label,
 		Field:       field,

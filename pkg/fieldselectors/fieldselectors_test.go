@@ -329,3 +329,44 @@ func assertMatch(t *testing.T, scheme *runtime.Scheme, gvk schema.GroupVersionKi
 		t.Fatalf("%s (internal %q) on %s: got %v, want %v", selector, predicate.Field.String(), event.Name, got, want)
 	}
 }
+
+// TestGetAttrsCarriesTheEvent pins what the watch cache relies on: the set
+// GetAttrs returns has the namespace and name cacher.dispatchEvent reads, and
+// a wrapped selector matches it exactly as it matches the full field set, for
+// every label, = and !=, with a value the Event has and one it has not.
+func TestGetAttrsCarriesTheEvent(t *testing.T) {
+	noRelated := podEvent()
+	noRelated.Related = nil
+	for _, event := range []*core.Event{podEvent(), noRelated} {
+		_, set, err := GetAttrs(event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set["metadata.namespace"] != event.Namespace || set["metadata.name"] != event.Name {
+			t.Errorf("set has namespace %q name %q, want %q %q", set["metadata.namespace"], set["metadata.name"], event.Namespace, event.Name)
+		}
+		if eventIn(set) != event {
+			t.Fatal("the set does not carry its Event")
+		}
+		full := SelectableFields(event)
+		if eventIn(full) != nil {
+			t.Fatal("a plain field set was read as carrying an Event")
+		}
+		for _, f := range internalFields {
+			values := []string{"", "none-such"}
+			if f.value != nil {
+				values = append(values, f.value(event))
+			} else {
+				values = append(values, byLabel[f.either[0]].value(event), byLabel[f.either[1]].value(event))
+			}
+			for _, v := range values {
+				for _, s := range []fields.Selector{fields.OneTermEqualSelector(f.label, v), fields.OneTermNotEqualSelector(f.label, v)} {
+					wrapped := wrapSelector(s)
+					if got, want := wrapped.Matches(set), wrapped.Matches(full); got != want {
+						t.Errorf("%s on %s: %v on GetAttrs' set, %v on the field set", s, event.Name, got, want)
+					}
+				}
+			}
+		}
+	}
+}

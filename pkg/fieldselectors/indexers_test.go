@@ -100,7 +100,7 @@ func TestIndexesAreComplete(t *testing.T) {
 		for _, e := range events {
 			values, _ := index(e)
 			for v := range candidates {
-				p := Matcher(labels.Everything(), withOrFields(fields.OneTermEqualSelector(f.label, v)))
+				p := Matcher(labels.Everything(), wrapSelector(fields.OneTermEqualSelector(f.label, v)))
 				matches, err := p.Matches(e)
 				if err != nil {
 					t.Fatal(err)

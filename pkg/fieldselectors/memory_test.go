@@ -12,6 +12,8 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/eventapiserver/event-apiserver/pkg/intern"
 )
 
 // BenchmarkCacheMemory measures what the watch cache holds per Event: the
@@ -41,24 +43,26 @@ func BenchmarkCacheMemory(b *testing.B) {
 		}
 	}
 	noFields := func(k8sruntime.Object) (labels.Set, fields.Set, error) { return nil, nil, nil }
+	interned := intern.Codec(codec)
 	configs := []struct {
 		name     string
 		indexers func() *cache.Indexers
 		attrs    storage.AttrFunc
+		codec    k8sruntime.Codec
 	}{
-		{"indexes=shipped", Indexers, GetAttrs},
+		{"indexes=shipped", Indexers, GetAttrs, interned},
+		// The server's cache without interning, to price it.
+		{"indexes=shipped,intern=none", Indexers, GetAttrs, codec},
 		// What serving the plain reference selectors from the OR indexes'
 		// buckets would keep; against indexes=shipped it saves too little
 		// to give up exact buckets for (figures in docs/benchmarks.md).
-		{"indexes=or", indexes("involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "reportingComponent"), GetAttrs},
-		{"indexes=none", indexes(), GetAttrs},
-		// Not servable (selectors would see no fields): the floor, to price
-		// the field set the watch cache keeps per Event against
-		// indexes=none (figures in docs/benchmarks.md). A fields.Set is a
-		// Go map, which grows in steps: one group up to 8 entries, a
-		// 16-slot table up to 14, a 32-slot one for the 19 of an Event
-		// with Related.
-		{"indexes=none,fields=none", indexes(), noFields},
+		{"indexes=or", indexes("involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "reportingComponent"), GetAttrs, interned},
+		{"indexes=none", indexes(), GetAttrs, interned},
+		// Not servable (the cacher would route no event by namespace): the
+		// floor, to price the set GetAttrs returns against indexes=none
+		// (figures in docs/benchmarks.md). That set is a Go map of three
+		// entries, one 8-slot group, whatever the Event holds.
+		{"indexes=none,fields=none", indexes(), noFields, interned},
 	}
 
 	loaded := 0
@@ -88,7 +92,7 @@ func BenchmarkCacheMemory(b *testing.B) {
 						// A fresh storage per cacher: the cacher registers
 						// itself with its storage's size estimator, which
 						// would keep it alive.
-						s, stop := openEtcdStorage(b, client, codec)
+						s, stop := openEtcdStorage(b, client, config.codec)
 						before := liveHeap()
 						c := startCacher(b, s, codec, config.indexers(), config.attrs)
 						grown += liveHeap() - before

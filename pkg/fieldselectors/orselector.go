@@ -5,37 +5,41 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 )
 
-// orSelector is a fields.Selector that understands OR fields. A flat
-// fields.Set holds one value per label, so `involvedObjectOrRelated.uid=U`
-// cannot be a key of it; instead the selector reads the plain fields the OR
-// field names. Everything that filters Events (etcd3 store, cacher, cache
-// watchers) calls Matches on the fields.Set GetAttrs produced, so this is the
-// one place the OR is evaluated.
+// eventSelector is the fields.Selector of every Event predicate (Matcher).
+// It does two things a plain selector cannot:
+//   - it understands OR fields. A flat fields.Set holds one value per label,
+//     so `involvedObjectOrRelated.uid=U` cannot be a key of it; instead the
+//     selector reads the plain fields the OR field names;
+//   - it reads fields from the Event that GetAttrs puts in the set, so the
+//     watch cache does not keep a field set per Event.
 //
-// Plain requirements are evaluated as the fields package does: `=` holds when
-// the field equals the value (an absent field is ""), `!=` when it does not.
-type orSelector struct {
+// Everything that filters Events (etcd3 store, cacher, cache watchers) calls
+// Matches on the fields.Set GetAttrs produced, so this is the one place
+// selectors are evaluated.
+//
+// Requirements are evaluated as the fields package does: `=` holds when the
+// field equals the value (an absent field is ""), `!=` when it does not.
+type eventSelector struct {
 	requirements fields.Requirements
 }
 
-// withOrFields wraps a selector that uses an OR field; any other selector is
-// returned as it is, so kube-apiserver's labels behave exactly as there.
-func withOrFields(s fields.Selector) fields.Selector {
-	if s == nil {
-		return nil
+// wrapSelector wraps a selector with requirements; an empty or nil one is
+// returned as it is.
+func wrapSelector(s fields.Selector) fields.Selector {
+	if s == nil || s.Empty() {
+		return s
 	}
-	requirements := s.Requirements()
-	for _, r := range requirements {
-		if f := byLabel[r.Field]; f != nil && f.either != nil {
-			return &orSelector{requirements: requirements}
-		}
+	if _, ok := s.(*eventSelector); ok {
+		return s
 	}
-	return s
+	return &eventSelector{requirements: s.Requirements()}
 }
 
-// consults returns the fields.Set keys a requirement on label reads.
+// consults returns the plain labels a requirement on label reads.
 func consults(label string) []string {
 	if f := byLabel[label]; f != nil && f.either != nil {
 		return f.either
@@ -43,11 +47,24 @@ func consults(label string) []string {
 	return []string{label}
 }
 
-func (s *orSelector) Matches(set fields.Fields) bool {
+// get reads a plain label from the Event when the set carries one, else
+// from the set.
+func get(set fields.Fields, event *core.Event, label string) string {
+	if event == nil {
+		return set.Get(label)
+	}
+	if f := byLabel[label]; f != nil && f.value != nil {
+		return f.value(event)
+	}
+	return ""
+}
+
+func (s *eventSelector) Matches(set fields.Fields) bool {
+	event := eventIn(set)
 	for _, r := range s.requirements {
 		found := false
-		for _, key := range consults(r.Field) {
-			if set.Get(key) == r.Value {
+		for _, label := range consults(r.Field) {
+			if get(set, event, label) == r.Value {
 				found = true
 				break
 			}
@@ -69,13 +86,13 @@ func (s *orSelector) Matches(set fields.Fields) bool {
 	return true
 }
 
-func (s *orSelector) Empty() bool {
+func (s *eventSelector) Empty() bool {
 	return len(s.requirements) == 0
 }
 
 // RequiresExactMatch reports the value of an `=` requirement, OR fields
 // included: that is what lets MatcherIndex pick the OR index.
-func (s *orSelector) RequiresExactMatch(label string) (string, bool) {
+func (s *eventSelector) RequiresExactMatch(label string) (string, bool) {
 	for _, r := range s.requirements {
 		if r.Field == label && (r.Operator == selection.Equals || r.Operator == selection.DoubleEquals) {
 			return r.Value, true
@@ -85,9 +102,8 @@ func (s *orSelector) RequiresExactMatch(label string) (string, bool) {
 }
 
 // Transform follows the fields package: a requirement whose label and value
-// both become empty is dropped. The result is wrapped again only if it still
-// uses an OR field.
-func (s *orSelector) Transform(fn fields.TransformFunc) (fields.Selector, error) {
+// both become empty is dropped.
+func (s *eventSelector) Transform(fn fields.TransformFunc) (fields.Selector, error) {
 	var terms []fields.Selector
 	for _, r := range s.requirements {
 		label, value, err := fn(r.Field, r.Value)
@@ -103,14 +119,14 @@ func (s *orSelector) Transform(fn fields.TransformFunc) (fields.Selector, error)
 			terms = append(terms, fields.OneTermEqualSelector(label, value))
 		}
 	}
-	return withOrFields(fields.AndSelectors(terms...)), nil
+	return wrapSelector(fields.AndSelectors(terms...)), nil
 }
 
-func (s *orSelector) Requirements() fields.Requirements {
+func (s *eventSelector) Requirements() fields.Requirements {
 	return append(fields.Requirements(nil), s.requirements...)
 }
 
-func (s *orSelector) String() string {
+func (s *eventSelector) String() string {
 	terms := make([]string, 0, len(s.requirements))
 	for _, r := range s.requirements {
 		op := "="
@@ -122,6 +138,6 @@ func (s *orSelector) String() string {
 	return strings.Join(terms, ",")
 }
 
-func (s *orSelector) DeepCopySelector() fields.Selector {
-	return &orSelector{requirements: s.Requirements()}
+func (s *eventSelector) DeepCopySelector() fields.Selector {
+	return &eventSelector{requirements: s.Requirements()}
 }

@@ -7,31 +7,36 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 )
 
-func TestWithOrFieldsWrapsOnlyOrSelectors(t *testing.T) {
+func TestWrapSelector(t *testing.T) {
 	plainSelector := fields.ParseSelectorOrDie("involvedObject.uid=u,type!=Normal")
-	if got := withOrFields(plainSelector); got.String() != plainSelector.String() {
-		t.Errorf("a selector without OR fields changed: %q", got)
-	} else if _, ok := got.(*orSelector); ok {
-		t.Error("a selector without OR fields was wrapped")
+	got := wrapSelector(plainSelector)
+	if got.String() != plainSelector.String() {
+		t.Errorf("a plain selector changed: %q", got)
 	}
-	if got := withOrFields(nil); got != nil {
+	if _, ok := got.(*eventSelector); !ok {
+		t.Error("a selector with requirements was not wrapped: it could not read the Event GetAttrs carries")
+	}
+	if again := wrapSelector(got); again != got {
+		t.Error("a wrapped selector was wrapped again")
+	}
+	if got := wrapSelector(nil); got != nil {
 		t.Errorf("nil became %v", got)
 	}
-	if _, ok := withOrFields(fields.ParseSelectorOrDie("type=Normal,involvedObjectOrRelated.uid=u")).(*orSelector); !ok {
-		t.Error("a selector with an OR field was not wrapped")
+	if got := wrapSelector(fields.Everything()); !got.Empty() {
+		t.Errorf("Everything became %v", got)
 	}
 }
 
 func TestOrSelector(t *testing.T) {
 	// ParseSelector sorts the terms, so String lists them by label.
-	s := withOrFields(fields.ParseSelectorOrDie(`involvedObjectOrRelated.uid=u1,type!=Normal,involvedObjectOrRelated.name==a\,b`))
+	s := wrapSelector(fields.ParseSelectorOrDie(`involvedObjectOrRelated.uid=u1,type!=Normal,involvedObjectOrRelated.name==a\,b`))
 
 	t.Run("String", func(t *testing.T) {
 		if got, want := s.String(), `involvedObjectOrRelated.name=a\,b,involvedObjectOrRelated.uid=u1,type!=Normal`; got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
 		// What String prints parses back to the same selector.
-		again := withOrFields(fields.ParseSelectorOrDie(s.String()))
+		again := wrapSelector(fields.ParseSelectorOrDie(s.String()))
 		if again.String() != s.String() {
 			t.Errorf("round trip: %q became %q", s.String(), again.String())
 		}
@@ -69,7 +74,7 @@ func TestOrSelector(t *testing.T) {
 	t.Run("DeepCopySelector", func(t *testing.T) {
 		c := s.DeepCopySelector()
 		c.Requirements()[0].Value = "changed"
-		c.(*orSelector).requirements[0].Value = "changed"
+		c.(*eventSelector).requirements[0].Value = "changed"
 		if v, _ := s.RequiresExactMatch("involvedObjectOrRelated.uid"); v != "u1" {
 			t.Errorf("the copy shares requirements with the original: %q", v)
 		}
@@ -88,11 +93,10 @@ func TestOrSelector(t *testing.T) {
 		if got, want := renamed.String(), `involvedObjectOrRelated.name=a\,b,involvedObjectOrRelated.uid=u1,reason!=Normal`; got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
-		if _, ok := renamed.(*orSelector); !ok {
+		if _, ok := renamed.(*eventSelector); !ok {
 			t.Errorf("still has OR fields but is %T", renamed)
 		}
 
-		// Dropping the OR fields leaves a plain selector.
 		dropped, err := s.Transform(func(label, value string) (string, string, error) {
 			if label == "type" {
 				return label, value, nil
@@ -102,8 +106,8 @@ func TestOrSelector(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := dropped.(*orSelector); ok || dropped.String() != "type!=Normal" {
-			t.Errorf("got %T %q, want the plain type!=Normal", dropped, dropped.String())
+		if dropped.String() != "type!=Normal" {
+			t.Errorf("got %q, want type!=Normal", dropped.String())
 		}
 
 		if _, err := s.Transform(func(label, value string) (string, string, error) {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/eventapiserver/event-apiserver/pkg/intern"
 )
 
 // WrapEtcd wraps the etcd3 store under everything else: under the cacher
@@ -37,7 +39,11 @@ func StorageWithCacher(raw NewRawStorage, wrap WrapEtcd) generic.StorageDecorato
 		triggerFuncs storage.IndexerFuncs,
 		indexers *cache.Indexers,
 	) (storage.Interface, factory.DestroyFunc, error) {
-		etcd, destroyEtcd, err := raw(config, newFunc, newListFunc, resourcePrefix)
+		// What the cacher holds is what this store decodes: interned, so
+		// that cached Events share their repeated strings.
+		interned := *config
+		interned.Codec = intern.Codec(config.Codec)
+		etcd, destroyEtcd, err := raw(&interned, newFunc, newListFunc, resourcePrefix)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -149,6 +149,16 @@ func (r *Results) Markdown() string {
 			row.Workload, row.Metric, unit, cell(KubeDefault), cell(KubeCached), cell(EventServer),
 			ratio(KubeDefault), ratio(KubeCached), ceilingCell, share, strings.Join(errs, "/"))
 	}
+	// A server that ran out of memory or time (kube-apiserver with its cache
+	// at the largest sizes) ends its run early; say so, since its later
+	// rows are simply missing.
+	sep := "\n"
+	for _, run := range r.Runs {
+		if run.Error != "" {
+			fmt.Fprintf(&b, "%s- %s round %d stopped early: %s\n", sep, run.Server, run.Round, run.Error)
+			sep = ""
+		}
+	}
 	return b.String()
 }
 

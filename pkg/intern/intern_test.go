@@ -1,0 +1,86 @@
+package intern
+
+import (
+	"testing"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+)
+
+// fresh returns a kubelet-like Event whose every string and byte slice is
+// its own allocation, as a decoder makes them.
+func fresh(name string) *core.Event {
+	c := func(s string) string { return string([]byte(s)) }
+	return &core.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c(name), Namespace: c("default"),
+			ManagedFields: []metav1.ManagedFieldsEntry{{
+				Manager: c("kubelet"), Operation: metav1.ManagedFieldsOperationType(c("Update")), APIVersion: c("v1"), FieldsType: c("FieldsV1"),
+				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:count":{},"f:reason":{}}`)},
+			}},
+		},
+		InvolvedObject: core.ObjectReference{Kind: c("Pod"), Namespace: c("default"), Name: c("web-1"), UID: "uid-1", APIVersion: c("v1")},
+		Reason:         c("Pulled"),
+		Message:        c("Container image pulled"),
+		Source:         core.EventSource{Component: c("kubelet"), Host: c("node-1")},
+		Type:           c("Normal"),
+		Related:        &core.ObjectReference{Kind: c("ReplicaSet"), Name: c("web")},
+	}
+}
+
+func same(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+func TestEventSharesWhatRepeats(t *testing.T) {
+	a, b := fresh("web-1.a"), fresh("web-1.b")
+	Event(a)
+	Event(b)
+	shared := []struct {
+		name string
+		a, b string
+	}{
+		{"namespace", a.Namespace, b.Namespace},
+		{"manager", a.ManagedFields[0].Manager, b.ManagedFields[0].Manager},
+		{"operation", string(a.ManagedFields[0].Operation), string(b.ManagedFields[0].Operation)},
+		{"fieldsType", a.ManagedFields[0].FieldsType, b.ManagedFields[0].FieldsType},
+		{"kind", a.InvolvedObject.Kind, b.InvolvedObject.Kind},
+		{"involved name", a.InvolvedObject.Name, b.InvolvedObject.Name},
+		{"involved uid", string(a.InvolvedObject.UID), string(b.InvolvedObject.UID)},
+		{"reason", a.Reason, b.Reason},
+		{"message", a.Message, b.Message},
+		{"host", a.Source.Host, b.Source.Host},
+		{"type", a.Type, b.Type},
+		{"related kind", a.Related.Kind, b.Related.Kind},
+	}
+	for _, s := range shared {
+		if s.a != s.b {
+			t.Errorf("%s: values changed: %q, %q", s.name, s.a, s.b)
+		}
+		if !same(s.a, s.b) {
+			t.Errorf("%s: not shared", s.name)
+		}
+	}
+	if ra, rb := a.ManagedFields[0].FieldsV1.Raw, b.ManagedFields[0].FieldsV1.Raw; &ra[0] != &rb[0] {
+		t.Error("fieldsV1: not shared")
+	}
+	if same(a.Name, b.Name) {
+		t.Error("names differ, yet share")
+	}
+	if a.Name != "web-1.a" || a.Namespace != "default" || string(a.ManagedFields[0].FieldsV1.Raw) != `{"f:count":{},"f:reason":{}}` {
+		t.Errorf("values changed: %+v", a)
+	}
+	// A writer appending to the shared bytes must get its own array.
+	raw := a.ManagedFields[0].FieldsV1.Raw
+	if cap(raw) != len(raw) {
+		t.Errorf("shared bytes have spare capacity %d over %d: an append would write into every Event", cap(raw), len(raw))
+	}
+}
+
+func TestEventLeavesEmptyValues(t *testing.T) {
+	e := &core.Event{}
+	Event(e)
+	if e.Namespace != "" || e.Related != nil || e.ManagedFields != nil {
+		t.Errorf("an empty Event changed: %+v", e)
+	}
+}
