@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -58,6 +59,15 @@ func newEvent() *core.Event {
 		Action:              "Binding",
 		Type:                corev1.EventTypeNormal,
 	}
+}
+
+// errorFields lists the paths of errs, in order.
+func errorFields(errs field.ErrorList) []string {
+	var fields []string
+	for _, err := range errs {
+		fields = append(fields, err.Field)
+	}
+	return fields
 }
 
 // TestStrategyValidate: the rules depend on the API version the request came
@@ -119,11 +129,7 @@ func TestStrategyValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := strategy.Validate(requestContext(tc.version), tc.event)
-			var got []string
-			for _, err := range errs {
-				got = append(got, err.Field)
-			}
-			if !reflect.DeepEqual(got, tc.wantFields) {
+			if got := errorFields(errs); !reflect.DeepEqual(got, tc.wantFields) {
 				t.Errorf("invalid fields %q, want %q (%v)", got, tc.wantFields, errs)
 			}
 		})
@@ -185,11 +191,7 @@ func TestStrategyValidateUpdate(t *testing.T) {
 			updated := tc.old.DeepCopy()
 			tc.update(updated)
 			errs := strategy.ValidateUpdate(requestContext(tc.version), updated, tc.old)
-			var got []string
-			for _, err := range errs {
-				got = append(got, err.Field)
-			}
-			if !reflect.DeepEqual(got, tc.wantFields) {
+			if got := errorFields(errs); !reflect.DeepEqual(got, tc.wantFields) {
 				t.Errorf("invalid fields %q, want %q (%v)", got, tc.wantFields, errs)
 			}
 		})
