@@ -21,27 +21,38 @@ source "${CODEGEN_PKG}/kube_codegen.sh"
 MODULE="github.com/eventapiserver/event-apiserver"
 BOILERPLATE="${REPO_ROOT}/hack/boilerplate.go.txt"
 
-# Deepcopy for the internal types; gen_helpers also installs conversion-gen.
-# history.eventapiserver.io/v1alpha1 carries an events.k8s.io/v1 Event, whose
-# conversion lives in pkg/conversion/eventsv1.
+# gen_helpers runs every generator over a whole tree, and pkg/apis/core and
+# pkg/apis/events hold versioned packages whose conversions it cannot write
+# (below), so it gets only pkg/apis/history: deepcopy for both history
+# packages, and conversions for history.eventapiserver.io/v1alpha1, which
+# carries an events.k8s.io/v1 Event whose conversion lives in
+# pkg/apis/events/v1. gen_helpers also installs deepcopy-gen and
+# conversion-gen into GOBIN.
 kube::codegen::gen_helpers \
     --boilerplate "${BOILERPLATE}" \
-    --extra-peer-dir "${MODULE}/pkg/conversion/eventsv1" \
-    "${REPO_ROOT}/pkg/apis"
+    --extra-peer-dir "${MODULE}/pkg/apis/events/v1" \
+    "${REPO_ROOT}/pkg/apis/history"
 
-# Conversions are generated here rather than by gen_helpers because
-# k8s.io/api/core/v1 has types named like metav1's (List, Preconditions):
-# with metav1 as a base peer, conversion-gen pairs them and emits code that
-# does not compile. Event's metav1 fields are the same Go types on both sides,
-# so no metav1 conversion is needed.
-find "${REPO_ROOT}/pkg/conversion" -name zz_generated.conversion.go -delete
+rm -f "${REPO_ROOT}/pkg/apis/core/zz_generated.deepcopy.go"
+"${GOBIN}/deepcopy-gen" \
+    --output-file zz_generated.deepcopy.go \
+    --go-header-file "${BOILERPLATE}" \
+    "${MODULE}/pkg/apis/core"
+
+# The served versions' conversions are generated here rather than by
+# gen_helpers because k8s.io/api/core/v1 has types named like metav1's (List,
+# Preconditions): with metav1 as a base peer, conversion-gen pairs them and
+# emits code that does not compile. Event's metav1 fields are the same Go
+# types on both sides, so no metav1 conversion is needed.
+rm -f "${REPO_ROOT}/pkg/apis/core/v1/zz_generated.conversion.go" \
+    "${REPO_ROOT}/pkg/apis/events/v1/zz_generated.conversion.go"
 "${GOBIN}/conversion-gen" \
     --output-file zz_generated.conversion.go \
     --go-header-file "${BOILERPLATE}" \
     --base-peer-dirs "k8s.io/apimachinery/pkg/conversion,k8s.io/apimachinery/pkg/runtime" \
-    --extra-peer-dirs "${MODULE}/pkg/conversion/corev1" \
-    "${MODULE}/pkg/conversion/corev1" \
-    "${MODULE}/pkg/conversion/eventsv1"
+    --extra-peer-dirs "${MODULE}/pkg/apis/core/v1" \
+    "${MODULE}/pkg/apis/core/v1" \
+    "${MODULE}/pkg/apis/events/v1"
 
 # The served types are k8s.io/api's, so their OpenAPI definitions are
 # generated from there (kube_codegen.sh adds the apimachinery packages).

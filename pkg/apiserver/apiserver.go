@@ -1,5 +1,7 @@
 // Package apiserver assembles the Event API server: one Event store served
 // as core/v1 and as events.k8s.io/v1 on a k8s.io/apiserver generic server.
+// ApplyStorageTo (storage.go) describes the storage stack under that store,
+// layer by layer.
 package apiserver
 
 import (

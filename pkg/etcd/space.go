@@ -8,8 +8,10 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
+
+	"github.com/eventapiserver/event-apiserver/pkg/etcdclient"
 )
 
 const (
@@ -37,11 +39,8 @@ func (e *Embedded) reclaimSpace(ctx context.Context, quota int64, interval time.
 	// A client over the network listener: etcd's in-process client
 	// (v3client) cannot defragment.
 	endpoint := e.ClientURL()
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{endpoint},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+	client, err := etcdclient.New(storagebackend.TransportConfig{ServerList: []string{endpoint}},
+		etcdclient.WithDialTimeout(5*time.Second))
 	if err != nil {
 		klog.ErrorS(err, "Cannot watch the embedded etcd's space; if it fills up, Event writes stay refused")
 		return

@@ -2,7 +2,6 @@ package etcdhealth
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,9 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +21,8 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
+
+	"github.com/eventapiserver/event-apiserver/pkg/etcdclient"
 )
 
 const (
@@ -239,28 +238,15 @@ func (g *Gate) Run(ctx context.Context, config storagebackend.Config) error {
 	return nil
 }
 
-// newProbeClient dials etcd with the storage transport's endpoints and TLS
-// files, and redials quickly after a loss.
+// newProbeClient dials etcd as the storage does, but gives up a dial
+// within a probe interval and redials quickly after a loss, so that the
+// gate follows etcd's state within a probe or two.
 func newProbeClient(c storagebackend.TransportConfig) (*clientv3.Client, error) {
-	var tlsConfig *tls.Config
-	if c.CertFile != "" || c.KeyFile != "" || c.TrustedCAFile != "" {
-		var err error
-		info := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.TrustedCAFile}
-		if tlsConfig, err = info.ClientConfig(); err != nil {
-			return nil, err
-		}
-	}
-	return clientv3.New(clientv3.Config{
-		Endpoints:   c.ServerList,
-		TLS:         tlsConfig,
-		DialTimeout: probeInterval,
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+	return etcdclient.New(c, etcdclient.WithDialTimeout(probeInterval),
+		etcdclient.WithDialOptions(grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: probeInterval},
 			MinConnectTimeout: probeInterval,
-		})},
-		// Failures are logged once, by the gate, not by every retry.
-		Logger: zap.NewNop(),
-	})
+		})))
 }
 
 // noSpaceAdvice is what an operator of an external etcd must do once it is

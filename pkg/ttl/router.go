@@ -2,16 +2,12 @@ package ttl
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/kubernetes"
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -21,6 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+
+	"github.com/eventapiserver/event-apiserver/pkg/etcdclient"
 )
 
 // NewRawStorage builds the etcd3 storage under the watch cache, in place of
@@ -37,7 +35,7 @@ func (r *Rules) NewRawStorage(config *storagebackend.ConfigForResource, newFunc,
 	if err != nil || r.Empty() {
 		return base, destroyBase, err
 	}
-	client, err := newClient(config.Transport)
+	client, err := etcdclient.NewKubernetes(config.Transport)
 	if err != nil {
 		destroyBase()
 		return nil, nil, fmt.Errorf("etcd client for TTL classes: %w", err)
@@ -166,25 +164,4 @@ func (l countingLease) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGra
 
 func classLabel(seconds uint64) string {
 	return (time.Duration(seconds) * time.Second).String()
-}
-
-// newClient dials etcd as the storage transport says, as
-// k8s.io/apiserver's etcd3 storage factory does (TLS files, keepalives).
-func newClient(c storagebackend.TransportConfig) (*kubernetes.Client, error) {
-	var tlsConfig *tls.Config
-	if c.CertFile != "" || c.KeyFile != "" || c.TrustedCAFile != "" {
-		info := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.TrustedCAFile}
-		var err error
-		if tlsConfig, err = info.ClientConfig(); err != nil {
-			return nil, err
-		}
-	}
-	return kubernetes.New(clientv3.Config{
-		Endpoints:            c.ServerList,
-		TLS:                  tlsConfig,
-		DialTimeout:          20 * time.Second,
-		DialKeepAliveTime:    30 * time.Second,
-		DialKeepAliveTimeout: 10 * time.Second,
-		Logger:               zap.NewNop(),
-	})
 }

@@ -7,13 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
 
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/etcdclient"
 )
 
 // ProgressCheckTimeout is how long WarnWithoutProgressNotify waits for a
@@ -52,7 +51,7 @@ func WarnWithoutProgressNotify(ctx context.Context, config storagebackend.Transp
 // notifications, and reports how long the first one took. It fails with
 // errNoProgressNotify when none comes within timeout.
 func CheckProgressNotify(ctx context.Context, config storagebackend.TransportConfig, prefix string, timeout time.Duration) (time.Duration, error) {
-	client, err := newClient(config)
+	client, err := etcdclient.New(config, etcdclient.WithDialTimeout(10*time.Second))
 	if err != nil {
 		return 0, err
 	}
@@ -81,25 +80,4 @@ func CheckProgressNotify(ctx context.Context, config storagebackend.TransportCon
 		return 0, ctx.Err()
 	}
 	return 0, errNoProgressNotify
-}
-
-func newClient(config storagebackend.TransportConfig) (*clientv3.Client, error) {
-	cfg := clientv3.Config{
-		Endpoints:   config.ServerList,
-		DialTimeout: 10 * time.Second,
-		Logger:      zap.NewNop(),
-	}
-	if config.CertFile != "" || config.KeyFile != "" || config.TrustedCAFile != "" {
-		tlsInfo := transport.TLSInfo{
-			CertFile:      config.CertFile,
-			KeyFile:       config.KeyFile,
-			TrustedCAFile: config.TrustedCAFile,
-		}
-		tlsConfig, err := tlsInfo.ClientConfig()
-		if err != nil {
-			return nil, err
-		}
-		cfg.TLS = tlsConfig
-	}
-	return clientv3.New(cfg)
 }

@@ -1,4 +1,4 @@
-package watchresume
+package watchresume_test
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/registry/generic"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/component-base/metrics/testutil"
@@ -28,6 +27,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
 	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
+	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
 )
 
 const testNamespace = "ns"
@@ -58,7 +58,7 @@ func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
 	options.EnableWatchCache = watchCache
 	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
-	getter := NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, etcdhealth.NewGate().Storage)
+	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, etcdhealth.NewGate().Storage)
 	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func next(t *testing.T, w watch.Interface, timeout time.Duration) watch.Event {
 }
 
 func resumeCount(source string) float64 {
-	v, _ := testutil.GetCounterMetricValue(resumesTotal.WithLabelValues("", "events", source))
+	v, _ := testutil.GetCounterMetricValue(watchresume.ResumesTotal.WithLabelValues("", "events", source))
 	return v
 }
 
@@ -154,21 +154,21 @@ func TestWatchResume(t *testing.T) {
 	second := testStore(t, etcdURL, true)
 
 	t.Run("within the cache window, from the cache", func(t *testing.T) {
-		cache, fromEtcd := resumeCount(sourceCache), resumeCount(sourceEtcd)
+		cache, fromEtcd := resumeCount(watchresume.SourceCache), resumeCount(watchresume.SourceEtcd)
 		rv := createEvent(t, second, "e3")
 		w := watchFrom(t, second, rv, false)
 		createEvent(t, second, "e4")
 		if got := next(t, w, 10*time.Second); metaOf(t, got.Object).GetName() != "e4" {
 			t.Fatalf("got %s %v, want e4", got.Type, got.Object)
 		}
-		if resumeCount(sourceCache) != cache+1 || resumeCount(sourceEtcd) != fromEtcd {
+		if resumeCount(watchresume.SourceCache) != cache+1 || resumeCount(watchresume.SourceEtcd) != fromEtcd {
 			t.Errorf("resumes: cache %v→%v, etcd %v→%v; want one more from the cache",
-				cache, resumeCount(sourceCache), fromEtcd, resumeCount(sourceEtcd))
+				cache, resumeCount(watchresume.SourceCache), fromEtcd, resumeCount(watchresume.SourceEtcd))
 		}
 	})
 
 	t.Run("older than the cache, from etcd history in order", func(t *testing.T) {
-		fromEtcd := resumeCount(sourceEtcd)
+		fromEtcd := resumeCount(watchresume.SourceEtcd)
 		w := watchFrom(t, second, rv1, false)
 		var names []string
 		for range 3 {
@@ -186,8 +186,8 @@ func TestWatchResume(t *testing.T) {
 		if e := next(t, w, 10*time.Second); metaOf(t, e.Object).GetName() != "e5" {
 			t.Fatalf("got %s %v, want e5", e.Type, e.Object)
 		}
-		if resumeCount(sourceEtcd) != fromEtcd+1 {
-			t.Errorf("etcd resumes %v→%v, want one more", fromEtcd, resumeCount(sourceEtcd))
+		if resumeCount(watchresume.SourceEtcd) != fromEtcd+1 {
+			t.Errorf("etcd resumes %v→%v, want one more", fromEtcd, resumeCount(watchresume.SourceEtcd))
 		}
 	})
 
@@ -297,73 +297,10 @@ func TestRESTOptionsGetter(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			store := testStore(t, etcdURL, tc.watchCache)
-			_, ours := store.Storage.Storage.(*Storage)
+			_, ours := store.Storage.Storage.(*watchresume.Storage)
 			if ours != tc.wantOurs {
 				t.Errorf("storage is %T, want ours: %v", store.Storage.Storage, tc.wantOurs)
 			}
 		})
 	}
 }
-
-func TestIsUndecorated(t *testing.T) {
-	if !isUndecorated(generic.UndecoratedStorage) {
-		t.Error("UndecoratedStorage not recognised")
-	}
-	if isUndecorated(StorageWithCacher(generic.NewRawStorage, etcdhealth.NewGate().Storage)) {
-		t.Error("StorageWithCacher taken for UndecoratedStorage")
-	}
-}
-
-// TestCacherAnswer pins the shapes Storage.Watch tells apart.
-func TestCacherAnswer(t *testing.T) {
-	gone := watch.Event{Type: watch.Error, Object: &metav1.Status{Code: http.StatusGone, Reason: metav1.StatusReasonExpired}}
-	tests := []struct {
-		name   string
-		w      func() watch.Interface
-		taken  bool
-		isGone bool
-	}{
-		{name: "errWatcher with 410", w: func() watch.Interface { return replayed(gone) }, taken: true, isGone: true},
-		{name: "errWatcher with 500", w: func() watch.Interface {
-			return replayed(watch.Event{Type: watch.Error, Object: &metav1.Status{Code: 500}})
-		}, taken: true},
-		{name: "serving watcher with a buffered event", w: func() watch.Interface {
-			fw := watch.NewFakeWithChanSize(10, false)
-			fw.Add(&core.Event{})
-			return fw
-		}},
-		{name: "immediately closed watcher", w: func() watch.Interface {
-			fw := watch.NewFakeWithChanSize(0, false)
-			fw.Stop()
-			return fw
-		}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			w := tc.w()
-			e, taken := cacherAnswer(w)
-			if taken != tc.taken {
-				t.Fatalf("taken = %v, want %v", taken, tc.taken)
-			}
-			if taken && isGone(e) != tc.isGone {
-				t.Errorf("isGone = %v, want %v", isGone(e), tc.isGone)
-			}
-			if !taken && tc.name == "serving watcher with a buffered event" && len(w.ResultChan()) != 1 {
-				t.Error("an event of a serving watcher was consumed")
-			}
-		})
-	}
-}
-
-// replayed is an errWatcher look-alike: capacity one, one event, closed.
-func replayed(e watch.Event) watch.Interface {
-	ch := make(chan watch.Event, 1)
-	ch <- e
-	close(ch)
-	return closedWatcher(ch)
-}
-
-type closedWatcher chan watch.Event
-
-func (w closedWatcher) ResultChan() <-chan watch.Event { return w }
-func (w closedWatcher) Stop()                          {}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	etcdmetrics "k8s.io/apiserver/pkg/storage/etcd3/metrics"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
@@ -36,7 +35,6 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
-	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
@@ -251,23 +249,12 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	// After ServerRun, which sets the registry's version.
 	serverConfig.EffectiveVersion = effectiveVersion()
-	storageFactory := apiserver.NewStorageFactory(o.Etcd.StorageConfig, o.Etcd.DefaultStorageMediaType)
-	if err := o.Etcd.ApplyWithStorageFactoryTo(storageFactory, &serverConfig.Config); err != nil {
-		return nil, err
-	}
-	etcdGate := etcdhealth.NewGate()
-	// After ApplyWithStorageFactoryTo, which installs the getter that hangs.
-	etcdmetrics.SetStorageMonitorGetter(etcdGate.Monitors)
-	serverConfig.AddPostStartHookOrDie("event-etcd-health-probe", func(ctx genericapiserver.PostStartHookContext) error {
-		return etcdGate.Run(ctx, o.Etcd.StorageConfig)
-	})
 	ttlRules, err := ttl.Parse(o.EventTTLRules, o.EventTTL)
 	if err != nil {
 		return nil, err
 	}
-	serverConfig.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(serverConfig.RESTOptionsGetter, ttlRules.NewRawStorage, etcdGate.Storage)
-	if !o.Embedded() {
-		serverConfig.AddReadyzChecks(etcdGate.SpaceCheck())
+	if err := apiserver.ApplyStorageTo(serverConfig, o.Etcd, ttlRules, !o.Embedded()); err != nil {
+		return nil, err
 	}
 	if o.Aggregated.Enabled {
 		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {

@@ -7,7 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
-	convcorev1 "github.com/eventapiserver/event-apiserver/pkg/conversion/corev1"
+	corev1conv "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
 )
 
 // DefaultMaxEventBytes bounds an Event as stored. kube-apiserver has no
@@ -24,7 +24,7 @@ const DefaultMaxEventBytes = 1 << 20
 // etcd would hold (without the 4-byte "k8s\x00" envelope and type header).
 func storedSize(event *core.Event) (int, error) {
 	var stored corev1.Event
-	if err := convcorev1.Convert_core_Event_To_v1_Event(event, &stored, nil); err != nil {
+	if err := corev1conv.Convert_core_Event_To_v1_Event(event, &stored, nil); err != nil {
 		return 0, err
 	}
 	return stored.Size(), nil

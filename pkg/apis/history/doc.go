@@ -3,6 +3,6 @@
 
 // Package history is the history.eventapiserver.io API group: Event versions
 // kept beyond the Events' TTL, read-only. Its internal EventRecord holds the
-// internal Event, so that one conversion path (pkg/conversion/eventsv1)
+// internal Event, so that one conversion path (pkg/apis/events/v1)
 // shows it as events.k8s.io/v1 does.
 package history

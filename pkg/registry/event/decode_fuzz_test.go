@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,6 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/klog/v2"
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
@@ -116,10 +114,6 @@ func encode(t testing.TB, e *core.Event, gv schema.GroupVersion, mediaType strin
 }
 
 func fuzzDecode(f *testing.F, gv schema.GroupVersion, mediaType string) {
-	// Validation logs duplicate errors; millions of inputs need no log.
-	klog.SetLogger(logr.Discard())
-	f.Cleanup(klog.ClearLogger)
-
 	var seeds [][]byte
 	for _, e := range seedEvents() {
 		seeds = append(seeds, encode(f, e, gv, mediaType))

@@ -6,7 +6,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
-	"github.com/eventapiserver/event-apiserver/pkg/conversion/corev1"
+	corev1 "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
 )
 
 func Install(scheme *runtime.Scheme) {

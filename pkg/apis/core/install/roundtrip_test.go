@@ -17,9 +17,9 @@ import (
 
 	corefuzzer "github.com/eventapiserver/event-apiserver/pkg/apis/core/fuzzer"
 	coreinstall "github.com/eventapiserver/event-apiserver/pkg/apis/core/install"
+	corev1 "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
 	eventsinstall "github.com/eventapiserver/event-apiserver/pkg/apis/events/install"
-	"github.com/eventapiserver/event-apiserver/pkg/conversion/corev1"
-	"github.com/eventapiserver/event-apiserver/pkg/conversion/eventsv1"
+	eventsv1 "github.com/eventapiserver/event-apiserver/pkg/apis/events/v1"
 )
 
 const iterations = 500
@@ -147,7 +147,7 @@ func TestDecodeIntoLeavesTypeMetaEmpty(t *testing.T) {
 				t.Fatal(err)
 			}
 			// kube's conversions drop TypeMeta (metav1's drop function;
-			// ours is in pkg/conversion/corev1/typemeta.go).
+			// ours is in pkg/apis/core/v1/typemeta.go).
 			if got := into.GetObjectKind().GroupVersionKind(); !got.Empty() {
 				t.Errorf("decoding %v into an internal object set apiVersion/kind %v, want them empty", gvk, got)
 			}

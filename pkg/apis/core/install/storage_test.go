@@ -12,8 +12,8 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+	corev1 "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
-	"github.com/eventapiserver/event-apiserver/pkg/conversion/corev1"
 )
 
 // protobufPrefix starts every protobuf object kube-apiserver writes to etcd.

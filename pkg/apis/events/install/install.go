@@ -7,7 +7,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
-	"github.com/eventapiserver/event-apiserver/pkg/conversion/eventsv1"
+	eventsv1 "github.com/eventapiserver/event-apiserver/pkg/apis/events/v1"
 )
 
 func Install(scheme *runtime.Scheme) {

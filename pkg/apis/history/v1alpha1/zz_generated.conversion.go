@@ -24,9 +24,9 @@ package v1alpha1
 import (
 	unsafe "unsafe"
 
+	v1 "github.com/eventapiserver/event-apiserver/pkg/apis/events/v1"
 	history "github.com/eventapiserver/event-apiserver/pkg/apis/history"
-	eventsv1 "github.com/eventapiserver/event-apiserver/pkg/conversion/eventsv1"
-	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	conversion "k8s.io/apimachinery/pkg/conversion"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
@@ -63,12 +63,12 @@ func RegisterConversions(s *runtime.Scheme) error {
 
 func autoConvert_v1alpha1_EventRecord_To_history_EventRecord(in *EventRecord, out *history.EventRecord, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
-	if err := eventsv1.Convert_v1_Event_To_core_Event(&in.Event, &out.Event, s); err != nil {
+	if err := v1.Convert_v1_Event_To_core_Event(&in.Event, &out.Event, s); err != nil {
 		return err
 	}
 	out.LastSeen = in.LastSeen
 	out.Live = in.Live
-	out.DeletedAt = (*v1.Time)(unsafe.Pointer(in.DeletedAt))
+	out.DeletedAt = (*metav1.Time)(unsafe.Pointer(in.DeletedAt))
 	return nil
 }
 
@@ -79,12 +79,12 @@ func Convert_v1alpha1_EventRecord_To_history_EventRecord(in *EventRecord, out *h
 
 func autoConvert_history_EventRecord_To_v1alpha1_EventRecord(in *history.EventRecord, out *EventRecord, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
-	if err := eventsv1.Convert_core_Event_To_v1_Event(&in.Event, &out.Event, s); err != nil {
+	if err := v1.Convert_core_Event_To_v1_Event(&in.Event, &out.Event, s); err != nil {
 		return err
 	}
 	out.LastSeen = in.LastSeen
 	out.Live = in.Live
-	out.DeletedAt = (*v1.Time)(unsafe.Pointer(in.DeletedAt))
+	out.DeletedAt = (*metav1.Time)(unsafe.Pointer(in.DeletedAt))
 	return nil
 }
 

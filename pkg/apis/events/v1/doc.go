@@ -1,7 +1,7 @@
 // +k8s:conversion-gen=github.com/eventapiserver/event-apiserver/pkg/apis/core
 // +k8s:conversion-gen-external-types=k8s.io/api/events/v1
 
-// Package eventsv1 converts between the internal Event and
+// Package v1 converts between the internal Event and
 // k8s.io/api/events/v1. The fields events.k8s.io/v1 renamed (Regarding,
 // Note, Deprecated*) are converted by hand in conversion.go.
-package eventsv1
+package v1

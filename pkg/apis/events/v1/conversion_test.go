@@ -1,4 +1,4 @@
-package conversion_test
+package v1_test
 
 import (
 	"math/rand"

@@ -1,4 +1,4 @@
-package corev1
+package v1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -1,11 +1,11 @@
-package eventsv1
+package v1
 
 import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
-	convcorev1 "github.com/eventapiserver/event-apiserver/pkg/conversion/corev1"
+	corev1conv "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
 )
 
 // Convert_v1_Event_To_core_Event maps the names events.k8s.io/v1 gave to
@@ -14,10 +14,10 @@ func Convert_v1_Event_To_core_Event(in *eventsv1.Event, out *core.Event, s conve
 	if err := autoConvert_v1_Event_To_core_Event(in, out, s); err != nil {
 		return err
 	}
-	if err := convcorev1.Convert_v1_ObjectReference_To_core_ObjectReference(&in.Regarding, &out.InvolvedObject, s); err != nil {
+	if err := corev1conv.Convert_v1_ObjectReference_To_core_ObjectReference(&in.Regarding, &out.InvolvedObject, s); err != nil {
 		return err
 	}
-	if err := convcorev1.Convert_v1_EventSource_To_core_EventSource(&in.DeprecatedSource, &out.Source, s); err != nil {
+	if err := corev1conv.Convert_v1_EventSource_To_core_EventSource(&in.DeprecatedSource, &out.Source, s); err != nil {
 		return err
 	}
 	out.Message = in.Note
@@ -31,10 +31,10 @@ func Convert_core_Event_To_v1_Event(in *core.Event, out *eventsv1.Event, s conve
 	if err := autoConvert_core_Event_To_v1_Event(in, out, s); err != nil {
 		return err
 	}
-	if err := convcorev1.Convert_core_ObjectReference_To_v1_ObjectReference(&in.InvolvedObject, &out.Regarding, s); err != nil {
+	if err := corev1conv.Convert_core_ObjectReference_To_v1_ObjectReference(&in.InvolvedObject, &out.Regarding, s); err != nil {
 		return err
 	}
-	if err := convcorev1.Convert_core_EventSource_To_v1_EventSource(&in.Source, &out.DeprecatedSource, s); err != nil {
+	if err := corev1conv.Convert_core_EventSource_To_v1_EventSource(&in.Source, &out.DeprecatedSource, s); err != nil {
 		return err
 	}
 	out.Note = in.Message
