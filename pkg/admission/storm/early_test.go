@@ -18,7 +18,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
-	convcorev1 "github.com/eventapiserver/event-apiserver/pkg/conversion/corev1"
+	convcorev1 "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
 )
 
 // earlyRequest is a POST of e to core/v1 events in namespace default, by
