@@ -17,8 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
-	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	convcorev1 "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
+	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 )
 
 // earlyRequest is a POST of e to core/v1 events in namespace default, by
