@@ -3,7 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/internal/proc"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
@@ -20,7 +24,9 @@ import (
 
 // TestHistoryCaptureCPU measures the server's CPU per create with history
 // off and on (capture included until it has stored every version), on the
-// same workload: EVENT_APISERVER_HISTORY_BENCH=1 to run it. Both runs use the
+// same workload: EVENT_APISERVER_HISTORY_BENCH=1 to run it, and
+// EVENT_APISERVER_HISTORY_PROFILE_DIR=<dir> to also keep a CPU profile of each
+// measured phase there. Both runs use the
 // embedded etcd, whose CPU counts in both.
 func TestHistoryCaptureCPU(t *testing.T) {
 	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
@@ -91,10 +97,12 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		profiled := profileServer(t, server, fmt.Sprintf("history-%s-%d", mode, len(perCreate)))
 		start := time.Now()
 		create(creates, "measured")
 		caughtUp(300 + creates)
 		after, _ := proc.CPUTime(pid)
+		profiled()
 		cpu := (after - before) / creates
 		t.Logf("history %s: %d creates in %v, server CPU %v per create", mode, creates, time.Since(start).Round(time.Millisecond), cpu)
 		if perCreate[mode] == 0 || cpu < perCreate[mode] {
@@ -106,4 +114,41 @@ func TestHistoryCaptureCPU(t *testing.T) {
 	}
 	t.Logf("best of two: off %v, on %v per create: capture adds %.1f%%", perCreate["off"], perCreate["on"],
 		100*float64(perCreate["on"]-perCreate["off"])/float64(perCreate["off"]))
+}
+
+// profileServer starts a CPU profile of the server when
+// EVENT_APISERVER_HISTORY_PROFILE_DIR is set; the returned function waits for
+// it and writes <dir>/<name>.pprof.
+func profileServer(t *testing.T, server *framework.Server, name string) func() {
+	dir := os.Getenv("EVENT_APISERVER_HISTORY_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	config := server.Config(t)
+	httpClient, err := rest.HTTPClientFor(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := httpClient.Get(config.Host + "/debug/pprof/profile?seconds=8")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("profile: %d %s", resp.StatusCode, body)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			t.Errorf("profiling the server: %v", err)
+		}
+	}
 }

@@ -37,6 +37,13 @@ func TestRetain(t *testing.T) {
 	if err := s.Write(ctx, history.Batch{Versions: versions, Deletions: []history.Deletion{{UID: "u1", Revision: 51, At: storetest.Base.Add(time.Second)}}}); err != nil {
 		t.Fatal(err)
 	}
+	// Written again (a second replica, a resume): stored and counted once.
+	if err := s.Write(ctx, history.Batch{Versions: versions[:20]}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Rows != 50 {
+		t.Fatalf("rows = %d (%v), want 50", st.Rows, err)
+	}
 	// Observed at storetest.Base+rev seconds: a cutoff at storetest.Base+11s removes revisions 1-10.
 	n, err := s.Retain(ctx, storetest.Base.Add(11*time.Second), 0, 3)
 	if err != nil || n != 10 {
