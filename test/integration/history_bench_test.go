@@ -2,11 +2,15 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/internal/proc"
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -149,6 +154,79 @@ func profileServer(t *testing.T, server *framework.Server, name string) func() {
 	return func() {
 		if err := <-done; err != nil {
 			t.Errorf("profiling the server: %v", err)
+		}
+	}
+}
+
+// TestHistoryQueryAtScale measures "one object's week" through the REST
+// endpoint on the history BenchmarkListOneObjectWeek filled and kept
+// (HISTORY_BENCH_DB=<file>, HISTORY_BENCH_ROWS=<its size>): p50 and p99 of
+// the namespaced and the all-namespaces list with regarding.uid and
+// regardingOrRelated.uid, a week's window and limit 500. The file is served
+// as the server's own store, with no age retention.
+func TestHistoryQueryAtScale(t *testing.T) {
+	path, rows := os.Getenv("HISTORY_BENCH_DB"), os.Getenv("HISTORY_BENCH_ROWS")
+	if path == "" || rows == "" {
+		t.Skip("a benchmark: set HISTORY_BENCH_DB and HISTORY_BENCH_ROWS to a history BenchmarkListOneObjectWeek filled")
+	}
+	objects, err := strconv.Atoi(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects = max(objects/100, 1)
+	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
+		"--history-dsn=" + path, "--history-retention=0",
+	}})
+	c := adminRawClient(t, server)
+	list := func(path string) historyv1alpha1.EventRecordList {
+		t.Helper()
+		resp := c.do(t, "GET", path, nil, nil)
+		if resp.code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.code, resp.body)
+		}
+		var l historyv1alpha1.EventRecordList
+		if err := json.Unmarshal(resp.body, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	const group = "/apis/history.eventapiserver.io/v1alpha1"
+	newest := list(group + "/eventrecords?limit=1")
+	if len(newest.Items) != 1 {
+		t.Fatalf("the store at %s serves nothing", path)
+	}
+	since := newest.Items[0].LastSeen.Add(-7 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	// The uids and namespaces BenchmarkListOneObjectWeek gives its objects.
+	uid := func(i int) string { return fmt.Sprintf("%08x-1111-4222-8333-%012x", uint32(i*2654435761), i) }
+	for _, tc := range []struct {
+		name       string
+		namespaced bool
+		label      string
+	}{
+		{"namespaced regarding.uid", true, "regarding.uid"},
+		{"all namespaces regarding.uid", false, "regarding.uid"},
+		{"namespaced regardingOrRelated.uid", true, "regardingOrRelated.uid"},
+	} {
+		const queries = 200
+		latencies := make([]time.Duration, 0, queries)
+		found := 0
+		for i := 0; i < queries; i++ {
+			object := i * 7919 % objects
+			p := group + "/eventrecords"
+			if tc.namespaced {
+				p = fmt.Sprintf("%s/namespaces/ns-%d/eventrecords", group, object%1000)
+			}
+			p += "?limit=500&fieldSelector=" + url.QueryEscape(tc.label+"="+uid(object)+",since="+since)
+			start := time.Now()
+			l := list(p)
+			latencies = append(latencies, time.Since(start))
+			found += len(l.Items)
+		}
+		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+		t.Logf("%s: p50 %v, p99 %v, %.1f records a query", tc.name, latencies[queries/2].Round(10*time.Microsecond),
+			latencies[queries*99/100].Round(10*time.Microsecond), float64(found)/queries)
+		if found == 0 {
+			t.Errorf("%s found nothing: not the history the benchmark filled?", tc.name)
 		}
 	}
 }
