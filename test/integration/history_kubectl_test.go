@@ -61,7 +61,7 @@ func TestHistoryKubectl(t *testing.T) {
 	}
 	// History is read-only and served from the store, not etcd: no watch
 	// verb, and kubectl says so rather than hanging.
-	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "-w"); err == nil || !strings.Contains(stderr, "does not allow this method") {
+	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "-w"); err == nil || !strings.Contains(stderr, "watch is not supported on resources of kind") {
 		t.Errorf("kubectl get eventrecords -w: err %v, stderr %q", err, stderr)
 	}
 
