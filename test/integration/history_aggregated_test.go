@@ -86,7 +86,7 @@ func TestHistoryAggregated(t *testing.T) {
 	// aggregates into would be (aggregation itself is kube-controller-
 	// manager's, which this cluster does not run).
 	var role rbacv1.ClusterRole
-	fromUnstructured(t, findObject(t, splitManifests(t, renderOverlay(t, "aggregated")), "ClusterRole", "event-apiserver:eventrecords-view"), &role)
+	fromUnstructured(t, findObject(t, splitManifests(t, renderOverlay(t, "overlays/aggregated")), "ClusterRole", "event-apiserver:eventrecords-view"), &role)
 	for _, label := range []string{"aggregate-to-view", "aggregate-to-edit", "aggregate-to-admin"} {
 		if role.Labels["rbac.authorization.k8s.io/"+label] != "true" {
 			t.Errorf("deploy's eventrecords ClusterRole is not labelled %s: %v", label, role.Labels)

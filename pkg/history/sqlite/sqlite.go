@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS versions (
 	last_seen INTEGER NOT NULL,
 	observed_at INTEGER NOT NULL,
 	object BLOB NOT NULL,
-	PRIMARY KEY (uid, revision)
+	PRIMARY KEY (revision, uid)
 );
 CREATE INDEX IF NOT EXISTS versions_by_time ON versions (last_seen DESC, revision DESC);
 CREATE INDEX IF NOT EXISTS versions_by_namespace ON versions (namespace, last_seen DESC, revision DESC);
@@ -158,7 +158,7 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO versions (uid, revision, namespace, name,
 			regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
 			reason, type, reporting_controller, last_seen, observed_at, object)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid, revision) DO NOTHING`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
 		if err != nil {
 			return err
 		}
