@@ -55,8 +55,10 @@ CREATE INDEX IF NOT EXISTS versions_by_namespace ON versions (namespace, last_se
 CREATE INDEX IF NOT EXISTS versions_by_name ON versions (namespace, name, revision);
 CREATE INDEX IF NOT EXISTS versions_by_regarding_uid ON versions (regarding_uid, last_seen DESC, revision DESC);
 CREATE INDEX IF NOT EXISTS versions_by_regarding_name ON versions (regarding_name, last_seen DESC, revision DESC);
-CREATE INDEX IF NOT EXISTS versions_by_related_uid ON versions (related_uid, last_seen DESC, revision DESC);
-CREATE INDEX IF NOT EXISTS versions_by_related_name ON versions (related_name, last_seen DESC, revision DESC);
+-- Most Events have no related object: these hold only those that do, and
+-- Query.Where says related_uid != '' so that the planner may use them.
+CREATE INDEX IF NOT EXISTS versions_by_related_uid ON versions (related_uid, last_seen DESC, revision DESC) WHERE related_uid != '';
+CREATE INDEX IF NOT EXISTS versions_by_related_name ON versions (related_name, last_seen DESC, revision DESC) WHERE related_name != '';
 CREATE INDEX IF NOT EXISTS versions_by_observed ON versions (observed_at);
 CREATE TABLE IF NOT EXISTS deletions (
 	uid TEXT PRIMARY KEY,
