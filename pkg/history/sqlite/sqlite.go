@@ -143,7 +143,9 @@ func Open(path string) (*Store, error) {
 
 // initRowCount fills the row counter of a file made before it existed.
 func initRowCount(db *sql.DB) error {
-	_, err := db.Exec(`INSERT INTO counters (name, value) SELECT 'versions', count(*) FROM versions
+	// count(*) in a subquery: as the outer aggregate it would yield a row
+	// even when the counter exists, and it runs only when it does not.
+	_, err := db.Exec(`INSERT INTO counters (name, value) SELECT 'versions', (SELECT count(*) FROM versions)
 		WHERE NOT EXISTS (SELECT 1 FROM counters WHERE name = 'versions')`)
 	return err
 }
