@@ -30,7 +30,14 @@ func (q Query) Where(param func(value any) string) (string, error) {
 			if c.Not {
 				op = " != "
 			}
-			parts = append(parts, "v."+string(col)+op+param(c.Value))
+			part := "v." + string(col) + op + param(c.Value)
+			if !c.Not && c.Value != "" {
+				// Implied, and written out for SQLite: its planner uses a
+				// partial index (WHERE col != '') only when the query
+				// states the index's condition.
+				part = "(" + part + " AND v." + string(col) + " != '')"
+			}
+			parts = append(parts, part)
 		}
 		if len(parts) == 0 {
 			continue

@@ -83,15 +83,22 @@ func TestHistoryAggregated(t *testing.T) {
 	if !apierrors.IsForbidden(forbidden) {
 		t.Fatalf("a user without RBAC on eventrecords: %v, want 403", forbidden)
 	}
-	if _, err := c.client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "history-reader"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecords"}, Verbs: []string{"get", "list"}}},
-	}, metav1.CreateOptions{}); err != nil {
+	// The ClusterRole deploy/ installs, bound as the view ClusterRole it
+	// aggregates into would be (aggregation itself is kube-controller-
+	// manager's, which this cluster does not run).
+	var role rbacv1.ClusterRole
+	fromUnstructured(t, findObject(t, splitManifests(t, renderOverlay(t, "overlays/aggregated")), "ClusterRole", "event-apiserver:eventrecords-view"), &role)
+	for _, label := range []string{"aggregate-to-view", "aggregate-to-edit", "aggregate-to-admin"} {
+		if role.Labels["rbac.authorization.k8s.io/"+label] != "true" {
+			t.Errorf("deploy's eventrecords ClusterRole is not labelled %s: %v", label, role.Labels)
+		}
+	}
+	if _, err := c.client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "history-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "history-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -2,8 +2,15 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,14 +20,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // TestHistoryCaptureCPU measures the server's CPU per create with history
 // off and on (capture included until it has stored every version), on the
-// same workload: EVENT_APISERVER_HISTORY_BENCH=1 to run it. Both runs use the
+// same workload: EVENT_APISERVER_HISTORY_BENCH=1 to run it, and
+// EVENT_APISERVER_HISTORY_PROFILE_DIR=<dir> to also keep a CPU profile of each
+// measured phase there. Both runs use the
 // embedded etcd, whose CPU counts in both.
 func TestHistoryCaptureCPU(t *testing.T) {
 	// Not parallel: it measures the server's CPU per create, which other
@@ -93,10 +104,12 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		profiled := profileServer(t, server, fmt.Sprintf("history-%s-%d", mode, len(perCreate)))
 		start := time.Now()
 		create(creates, "measured")
 		caughtUp(300 + creates)
 		after, _ := testbed.CPUTime(pid)
+		profiled()
 		cpu := (after - before) / creates
 		t.Logf("history %s: %d creates in %v, server CPU %v per create", mode, creates, time.Since(start).Round(time.Millisecond), cpu)
 		if perCreate[mode] == 0 || cpu < perCreate[mode] {
@@ -108,4 +121,114 @@ func TestHistoryCaptureCPU(t *testing.T) {
 	}
 	t.Logf("best of two: off %v, on %v per create: capture adds %.1f%%", perCreate["off"], perCreate["on"],
 		100*float64(perCreate["on"]-perCreate["off"])/float64(perCreate["off"]))
+}
+
+// profileServer starts a CPU profile of the server when
+// EVENT_APISERVER_HISTORY_PROFILE_DIR is set; the returned function waits for
+// it and writes <dir>/<name>.pprof.
+func profileServer(t *testing.T, server *framework.Server, name string) func() {
+	dir := os.Getenv("EVENT_APISERVER_HISTORY_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	config := server.Config(t)
+	httpClient, err := rest.HTTPClientFor(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := httpClient.Get(config.Host + "/debug/pprof/profile?seconds=8")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("profile: %d %s", resp.StatusCode, body)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			t.Errorf("profiling the server: %v", err)
+		}
+	}
+}
+
+// TestHistoryQueryAtScale measures "one object's week" through the REST
+// endpoint on the history BenchmarkListOneObjectWeek filled and kept
+// (HISTORY_BENCH_DB=<file>, HISTORY_BENCH_ROWS=<its size>): p50 and p99 of
+// the namespaced and the all-namespaces list with regarding.uid and
+// regardingOrRelated.uid, a week's window and limit 500. The file is served
+// as the server's own store, with no age retention.
+func TestHistoryQueryAtScale(t *testing.T) {
+	path, rows := os.Getenv("HISTORY_BENCH_DB"), os.Getenv("HISTORY_BENCH_ROWS")
+	if path == "" || rows == "" {
+		t.Skip("a benchmark: set HISTORY_BENCH_DB and HISTORY_BENCH_ROWS to a history BenchmarkListOneObjectWeek filled")
+	}
+	objects, err := strconv.Atoi(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects = max(objects/100, 1)
+	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
+		"--history-dsn=" + path, "--history-retention=0",
+	}})
+	c := adminRawClient(t, server)
+	list := func(path string) historyv1alpha1.EventRecordList {
+		t.Helper()
+		resp := c.do(t, "GET", path, nil, nil)
+		if resp.code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.code, resp.body)
+		}
+		var l historyv1alpha1.EventRecordList
+		if err := json.Unmarshal(resp.body, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	const group = "/apis/history.eventapiserver.io/v1alpha1"
+	newest := list(group + "/eventrecords?limit=1")
+	if len(newest.Items) != 1 {
+		t.Fatalf("the store at %s serves nothing", path)
+	}
+	since := newest.Items[0].LastSeen.Add(-7 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	// The uids and namespaces BenchmarkListOneObjectWeek gives its objects.
+	uid := func(i int) string { return fmt.Sprintf("%08x-1111-4222-8333-%012x", uint32(i*2654435761), i) }
+	for _, tc := range []struct {
+		name       string
+		namespaced bool
+		label      string
+	}{
+		{"namespaced regarding.uid", true, "regarding.uid"},
+		{"all namespaces regarding.uid", false, "regarding.uid"},
+		{"namespaced regardingOrRelated.uid", true, "regardingOrRelated.uid"},
+	} {
+		const queries = 200
+		latencies := make([]time.Duration, 0, queries)
+		found := 0
+		for i := 0; i < queries; i++ {
+			object := i * 7919 % objects
+			p := group + "/eventrecords"
+			if tc.namespaced {
+				p = fmt.Sprintf("%s/namespaces/ns-%d/eventrecords", group, object%1000)
+			}
+			p += "?limit=500&fieldSelector=" + url.QueryEscape(tc.label+"="+uid(object)+",since="+since)
+			start := time.Now()
+			l := list(p)
+			latencies = append(latencies, time.Since(start))
+			found += len(l.Items)
+		}
+		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+		t.Logf("%s: p50 %v, p99 %v, %.1f records a query", tc.name, latencies[queries/2].Round(10*time.Microsecond),
+			latencies[queries*99/100].Round(10*time.Microsecond), float64(found)/queries)
+		if found == 0 {
+			t.Errorf("%s found nothing: not the history the benchmark filled?", tc.name)
+		}
+	}
 }

@@ -55,6 +55,17 @@ func TestHistoryKubectl(t *testing.T) {
 		}
 	}
 
+	// The same week by the object's kind and name, as docs/operations.md
+	// gives it for a pod whose uid the user does not have at hand.
+	if out := mustKubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "regarding.kind=Pod,regarding.name=web-1,since=168h"); strings.Count(out, "Pod/web-1") != 3 {
+		t.Errorf("by kind and name: %s", out)
+	}
+	// History is read-only and served from the store, not etcd: no watch
+	// verb, and kubectl says so rather than hanging.
+	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "-w"); err == nil || !strings.Contains(stderr, "watch is not supported on resources of kind") {
+		t.Errorf("kubectl get eventrecords -w: err %v, stderr %q", err, stderr)
+	}
+
 	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "since=last-week"); err == nil || !strings.Contains(stderr, "invalid field selector since=last-week") {
 		t.Errorf("a bad window: err %v, stderr %q", err, stderr)
 	}

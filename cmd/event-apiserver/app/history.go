@@ -47,7 +47,7 @@ func NewHistoryOptions() *HistoryOptions {
 		Retention:         14 * 24 * time.Hour,
 		RetentionInterval: time.Minute,
 		BatchSize:         500,
-		BatchInterval:     200 * time.Millisecond,
+		BatchInterval:     time.Second,
 		MaxQueueBytes:     64 << 20,
 	}
 }

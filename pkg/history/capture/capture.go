@@ -56,7 +56,7 @@ type Config struct {
 
 const (
 	defaultBatchSize      = 500
-	defaultBatchInterval  = 200 * time.Millisecond
+	defaultBatchInterval  = time.Second
 	defaultMaxQueueBytes  = 64 << 20
 	defaultRelistPageSize = 500
 	// itemOverhead approximates an item's bookkeeping beside its value.

@@ -37,6 +37,13 @@ func TestRetain(t *testing.T) {
 	if err := s.Write(ctx, history.Batch{Versions: versions, Deletions: []history.Deletion{{UID: "u1", Revision: 51, At: storetest.Base.Add(time.Second)}}}); err != nil {
 		t.Fatal(err)
 	}
+	// Written again (a second replica, a resume): stored and counted once.
+	if err := s.Write(ctx, history.Batch{Versions: versions[:20]}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Rows != 50 {
+		t.Fatalf("rows = %d (%v), want 50", st.Rows, err)
+	}
 	// Observed at storetest.Base+rev seconds: a cutoff at storetest.Base+11s removes revisions 1-10.
 	n, err := s.Retain(ctx, storetest.Base.Add(11*time.Second), 0, 3)
 	if err != nil || n != 10 {
@@ -62,4 +69,33 @@ func TestRetain(t *testing.T) {
 	if len(got) != 1 || got[0].Revision != 50 {
 		t.Fatalf("size retention must drop the oldest first, newest left: %v", storetest.Revisions(got))
 	}
+}
+
+// TestReopen: the row counter survives a restart, and a file made before it
+// existed gets it counted once.
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "history.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, history.Batch{Versions: []history.Version{storetest.Version("a", 1, "p", 1), storetest.Version("b", 2, "p", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, drop := range []bool{false, true} {
+		if drop {
+			if _, err := s.db.Exec(`DELETE FROM counters`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		if s, err = Open(path); err != nil {
+			t.Fatalf("reopen %d: %v", i, err)
+		}
+		if st, err := s.Stats(ctx); err != nil || st.Rows != 2 {
+			t.Fatalf("reopen %d: rows = %d (%v), want 2", i, st.Rows, err)
+		}
+	}
+	s.Close()
 }

@@ -1,0 +1,61 @@
+package sqlite
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+)
+
+// TestQueryPlans: the selectors of "one object's history" read an index
+// (the partial ones on related_* included, inside an OR too), never the
+// whole table.
+func TestQueryPlans(t *testing.T) {
+	s := openTest(t)
+	since := time.Now().Add(-168 * time.Hour)
+	for _, tc := range []struct {
+		name    string
+		columns []history.Column
+		want    []string
+	}{
+		{"regarding.uid", []history.Column{history.ColumnRegardingUID}, []string{"versions_by_regarding_uid"}},
+		{"related.uid", []history.Column{history.ColumnRelatedUID}, []string{"versions_by_related_uid"}},
+		{"regardingOrRelated.uid", []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID},
+			[]string{"versions_by_regarding_uid", "versions_by_related_uid"}},
+		{"regardingOrRelated.name", []history.Column{history.ColumnRegardingName, history.ColumnRelatedName},
+			[]string{"versions_by_regarding_name", "versions_by_related_name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := history.Query{Conditions: []history.Condition{{Columns: tc.columns, Value: "x"}}, Since: since, Limit: 500}
+			where, args, err := whereClause(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+selectRecord+where+` ORDER BY v.last_seen DESC, v.revision DESC LIMIT 500`, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			joined := strings.Join(plan, "\n")
+			for _, index := range tc.want {
+				if !strings.Contains(joined, index) {
+					t.Errorf("the plan does not use %s:\n%s", index, joined)
+				}
+			}
+			if strings.Contains(joined, "SCAN v\n") || strings.HasSuffix(joined, "SCAN v") {
+				t.Errorf("the plan scans the versions table:\n%s", joined)
+			}
+		})
+	}
+}
