@@ -60,7 +60,9 @@ func Event(e *core.Event) {
 		str(&m.FieldsType)
 		str(&m.Subresource)
 		if m.FieldsV1 != nil {
-			m.FieldsV1.Raw = bytes(m.FieldsV1.Raw)
+			// The field itself, not SetRawBytes, which clones: sharing
+			// the array is the point.
+			m.FieldsV1.Raw = bytes(m.FieldsV1.GetRawBytes()) //lint:ignore SA1019 SetRawBytes would copy what this shares
 		}
 	}
 	reference(&e.InvolvedObject)

@@ -18,7 +18,7 @@ func fresh(name string) *core.Event {
 			Name: c(name), Namespace: c("default"),
 			ManagedFields: []metav1.ManagedFieldsEntry{{
 				Manager: c("kubelet"), Operation: metav1.ManagedFieldsOperationType(c("Update")), APIVersion: c("v1"), FieldsType: c("FieldsV1"),
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:count":{},"f:reason":{}}`)},
+				FieldsV1: metav1.NewFieldsV1(`{"f:count":{},"f:reason":{}}`),
 			}},
 		},
 		InvolvedObject: core.ObjectReference{Kind: c("Pod"), Namespace: c("default"), Name: c("web-1"), UID: "uid-1", APIVersion: c("v1")},
@@ -61,17 +61,17 @@ func TestEventSharesWhatRepeats(t *testing.T) {
 			t.Errorf("%s: not shared", s.name)
 		}
 	}
-	if ra, rb := a.ManagedFields[0].FieldsV1.Raw, b.ManagedFields[0].FieldsV1.Raw; &ra[0] != &rb[0] {
+	if ra, rb := a.ManagedFields[0].FieldsV1.GetRawBytes(), b.ManagedFields[0].FieldsV1.GetRawBytes(); &ra[0] != &rb[0] {
 		t.Error("fieldsV1: not shared")
 	}
 	if same(a.Name, b.Name) {
 		t.Error("names differ, yet share")
 	}
-	if a.Name != "web-1.a" || a.Namespace != "default" || string(a.ManagedFields[0].FieldsV1.Raw) != `{"f:count":{},"f:reason":{}}` {
+	if a.Name != "web-1.a" || a.Namespace != "default" || a.ManagedFields[0].FieldsV1.GetRawString() != `{"f:count":{},"f:reason":{}}` {
 		t.Errorf("values changed: %+v", a)
 	}
 	// A writer appending to the shared bytes must get its own array.
-	raw := a.ManagedFields[0].FieldsV1.Raw
+	raw := a.ManagedFields[0].FieldsV1.GetRawBytes()
 	if cap(raw) != len(raw) {
 		t.Errorf("shared bytes have spare capacity %d over %d: an append would write into every Event", cap(raw), len(raw))
 	}
