@@ -76,7 +76,7 @@ func (p *Plugin) refuseEarly(req *http.Request, codecs runtime.NegotiatedSeriali
 	}
 	// The query is parsed only for a hot user's writes: parsing it for
 	// every create cost about 1% of the server's CPU per create.
-	if !p.limiter.hot(userKeyOf(userName)) || !harmlessQuery(req) {
+	if !p.limiter.hot(userName) || !harmlessQuery(req) {
 		return schema.GroupVersion{}, nil
 	}
 	if req.ContentLength <= 0 || req.ContentLength > p.earlyMaxBody() || req.Body == nil {
