@@ -8,7 +8,7 @@
 # the output directory.
 #
 # Usage: hack/bench.sh [--profile] [event-load bench flags...]
-#   --profile      also take CPU profiles of event-apiserver during each
+#   --profile      also take CPU profiles of every server during each
 #                  workload (one extra, uncounted round) and summarise them
 #                  with `go tool pprof -top` (flat and -cum) into
 #                  <out-dir>/profiles/
@@ -77,12 +77,15 @@ echo "benchmark took: ${elapsed}s" >> "${out_dir}/machine.txt"
 if [[ ${profile} == 1 && -d "${out_dir}/profiles" ]]; then
   for p in "${out_dir}"/profiles/*.pprof; do
     [[ -e "${p}" ]] || continue
+    # Go's profiles carry their symbols; the binary adds only source lines.
+    binary=()
+    [[ "$(basename "${p}")" == C-* ]] && binary=("${OUT_BIN}/event-apiserver")
     {
       echo "### by own time (flat)"
-      go tool pprof -top -nodecount=40 "${OUT_BIN}/event-apiserver" "${p}" 2>&1
+      go tool pprof -top -nodecount=40 "${binary[@]}" "${p}" 2>&1
       echo
       echo "### by cumulative time"
-      go tool pprof -top -cum -nodecount=80 "${OUT_BIN}/event-apiserver" "${p}" 2>&1
+      go tool pprof -top -cum -nodecount=80 "${binary[@]}" "${p}" 2>&1
     } > "${p%.pprof}.top.txt" || true
   done
   log "CPU profiles: ${out_dir}/profiles/*.top.txt"

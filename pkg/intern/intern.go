@@ -104,6 +104,9 @@ func bytes(b []byte) []byte {
 	if len(b) == 0 {
 		return b
 	}
-	s := unique.Make(string(b)).Value()
+	// unique.Make copies a string it keeps, so b's bytes can be looked up
+	// in place: string(b) would copy every Event's managedFields once more
+	// only to find them there.
+	s := unique.Make(unsafe.String(unsafe.SliceData(b), len(b))).Value()
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }

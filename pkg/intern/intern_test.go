@@ -84,3 +84,18 @@ func TestEventLeavesEmptyValues(t *testing.T) {
 		t.Errorf("an empty Event changed: %+v", e)
 	}
 }
+
+// TestBytesKeepsItsOwnCopy: the canonical copy is the table's own, not the
+// decoder's buffer it was looked up with, so a buffer reused or written
+// after the decode changes no cached Event.
+func TestBytesKeepsItsOwnCopy(t *testing.T) {
+	decoded := []byte(`{"f:type":{},"f:reason":{},"f:TestBytesKeepsItsOwnCopy":{}}`)
+	canonical := bytes(decoded)
+	want := string(decoded)
+	for i := range decoded {
+		decoded[i] = 'x'
+	}
+	if string(canonical) != want {
+		t.Fatalf("the canonical copy changed with the buffer it was made from: %q", canonical)
+	}
+}

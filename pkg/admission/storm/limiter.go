@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -142,6 +143,10 @@ type limiter struct {
 	idle time.Duration
 	now  func() time.Time
 
+	// lastRefused is when any write was last refused, in Unix nanoseconds:
+	// while none was for hotFor, hot answers without a hash or the lock.
+	lastRefused atomic.Int64
+
 	mu          sync.Mutex
 	global      bucket
 	globalBytes bucket
@@ -177,6 +182,7 @@ func (l *limiter) allow(userKey, key string, op operation, size int) verdict {
 	v := l.take(userKey, key, op, float64(size), now)
 	if !v.allowed {
 		l.touch(userKey, now).refused = now
+		l.lastRefused.Store(now.UnixNano())
 	}
 	l.expire(now)
 	v.reporters = l.lru.Len()
@@ -188,12 +194,16 @@ func (l *limiter) allow(userKey, key string, op operation, size int) verdict {
 const hotFor = 10 * time.Second
 
 // hot says whether a write of the user was refused within hotFor. It
-// spends nothing and remembers nothing.
-func (l *limiter) hot(userKey string) bool {
+// spends nothing and remembers nothing. It runs for every create, so the
+// user's key is hashed only after a refusal of anyone's.
+func (l *limiter) hot(userName string) bool {
 	now := l.now()
+	if now.Sub(time.Unix(0, l.lastRefused.Load())) >= hotFor {
+		return false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.reporters[userKey]
+	e, ok := l.reporters[userKeyOf(userName)]
 	return ok && now.Sub(e.Value.(*reporterState).refused) < hotFor
 }
 

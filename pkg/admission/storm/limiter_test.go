@@ -331,3 +331,37 @@ func TestLimiterMemoryIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestLimiterHot: a user is hot for hotFor after one of its writes was
+// refused, and no user is before any refusal or after hotFor, which hot
+// answers without the lock.
+func TestLimiterHot(t *testing.T) {
+	clock := newFakeClock()
+	l := newLimiter(limiterConfig{User: limitOf(1, 1), MaxReporters: 10}, clock.now)
+	sick, healthy := userKeyOf("sick"), userKeyOf("healthy")
+	steps := []struct {
+		name        string
+		step        time.Duration
+		write       string
+		sick, other bool
+	}{
+		{name: "no refusal yet"},
+		{name: "first write allowed", write: sick},
+		{name: "second write refused", write: sick, sick: true},
+		{name: "another user's write allowed", write: healthy, sick: true},
+		{name: "just before hotFor", step: hotFor - time.Millisecond, sick: true},
+		{name: "after hotFor", step: time.Millisecond},
+	}
+	for _, s := range steps {
+		clock.step(s.step)
+		if s.write != "" {
+			l.allow(s.write, s.write, opCreate, 1)
+		}
+		if got := l.hot("sick"); got != s.sick {
+			t.Errorf("%s: sick user hot %v, want %v", s.name, got, s.sick)
+		}
+		if got := l.hot("healthy"); got != s.other {
+			t.Errorf("%s: healthy user hot %v, want %v", s.name, got, s.other)
+		}
+	}
+}

@@ -242,6 +242,31 @@ func TestClassesAreBounded(t *testing.T) {
 	}
 }
 
+// TestChargeMemoOnlyForUpdates: PUT and PATCH, which the registry may retry
+// with admission, get a memo; any other request goes on as it came.
+func TestChargeMemoOnlyForUpdates(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		memo   bool
+	}{
+		{method: http.MethodPut, memo: true},
+		{method: http.MethodPatch, memo: true},
+		{method: http.MethodPost},
+		{method: http.MethodGet},
+		{method: http.MethodDelete},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			var got *chargeMemo
+			WithChargeMemo(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				got, _ = r.Context().Value(memoKey{}).(*chargeMemo)
+			})).ServeHTTP(nil, httptest.NewRequest(tc.method, "/", nil))
+			if (got != nil) != tc.memo {
+				t.Errorf("memo %v, want %v", got != nil, tc.memo)
+			}
+		})
+	}
+}
+
 // TestPluginChargesOncePerRequest: admission run again for the same
 // request (an update retried on a conflict) reuses the first decision; a new
 // request is charged.

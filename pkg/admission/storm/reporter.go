@@ -42,13 +42,18 @@ const keySize = 16
 // maxNameLength bounds the reporter name quoted in a 429's message.
 const maxNameLength = 256
 
+// hashKey hashes the parts, each ended by a zero byte. It runs for every
+// Event write, so it hashes one buffer, on the stack for the usual short
+// names, rather than feed a heap-allocated hash.Hash part by part.
 func hashKey(parts ...string) string {
-	h := sha256.New()
+	var buf [256]byte
+	b := buf[:0]
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+		b = append(b, p...)
+		b = append(b, 0)
 	}
-	return string(h.Sum(nil)[:keySize])
+	sum := sha256.Sum256(b)
+	return string(sum[:keySize])
 }
 
 // reporterOf picks the reporter fields the writer filled in. client-go's

@@ -94,7 +94,7 @@ func newBenchCommand() *cobra.Command {
 	fs.BoolVar(&o.keepWork, "keep-work-dir", false, "keep --work-dir after a successful run")
 	fs.StringVar(&o.outDir, "out-dir", o.outDir, "where results.json, table.md and describe.svg go")
 	fs.StringVar(&o.chartPath, "chart", "", "also write the describe chart here (e.g. docs/benchmarks-describe.svg)")
-	fs.StringVar(&o.ProfileDir, "profile-dir", "", "take CPU profiles of event-apiserver during each workload in one extra round, into this directory")
+	fs.StringVar(&o.ProfileDir, "profile-dir", "", "take CPU profiles of every server during each workload in one extra round, into this directory")
 	fs.StringSliceVar(&o.workloads, "workloads", nil, "workloads to run (default all): "+strings.Join(bench.AllWorkloads, ",")+"; describe, memory and startup run together")
 	fs.IntVar(&o.StormClients, "storm-clients", o.StormClients, "storm: reporters (kubelets), each on its own connection, and the most writes in flight")
 	fs.IntVar(&o.StormRate, "storm-rate", o.StormRate, "storm: offered creates a second, all reporters together, well above event-apiserver's default budgets")

@@ -65,8 +65,9 @@ type Options struct {
 
 	// WorkDir holds the etcd data and server logs.
 	WorkDir string
-	// ProfileDir, when set, gets CPU profiles of event-apiserver taken in
-	// one extra round (not counted) during each workload.
+	// ProfileDir, when set, gets CPU profiles of every server taken in one
+	// extra round (not counted) during each workload, so that what a server
+	// pays per write can be set against what the others pay.
 	ProfileDir string
 	// EtcdUnsafeNoFsync runs etcd with --unsafe-no-fsync.
 	EtcdUnsafeNoFsync bool
@@ -169,8 +170,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
 			return res, err
 		}
-		if _, err := runServer(ctx, o, EventServer, 0, o.ProfileDir); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("profiling round: %w", err)
+		for _, s := range o.Servers {
+			if ctx.Err() != nil {
+				break
+			}
+			if _, err := runServer(ctx, o, s, 0, o.ProfileDir); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("profiling round of %s: %w", s, err)
+			}
 		}
 	}
 	res.Elapsed = time.Since(res.Started).Round(time.Second).String()
