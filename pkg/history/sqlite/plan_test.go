@@ -16,19 +16,26 @@ func TestQueryPlans(t *testing.T) {
 	s := openTest(t)
 	since := time.Now().Add(-168 * time.Hour)
 	for _, tc := range []struct {
-		name    string
-		columns []history.Column
-		want    []string
+		name      string
+		columns   []history.Column
+		namespace string
+		want      []string
 	}{
-		{"regarding.uid", []history.Column{history.ColumnRegardingUID}, []string{"versions_by_regarding_uid"}},
-		{"related.uid", []history.Column{history.ColumnRelatedUID}, []string{"versions_by_related_uid"}},
-		{"regardingOrRelated.uid", []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID},
+		{"regarding.uid", []history.Column{history.ColumnRegardingUID}, "", []string{"versions_by_regarding_uid"}},
+		{"related.uid", []history.Column{history.ColumnRelatedUID}, "", []string{"versions_by_related_uid"}},
+		{"regardingOrRelated.uid", []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}, "",
 			[]string{"versions_by_regarding_uid", "versions_by_related_uid"}},
-		{"regardingOrRelated.name", []history.Column{history.ColumnRegardingName, history.ColumnRelatedName},
+		{"regardingOrRelated.name", []history.Column{history.ColumnRegardingName, history.ColumnRelatedName}, "",
 			[]string{"versions_by_regarding_name", "versions_by_related_name"}},
+		{"regardingOrRelated.uid in a namespace", []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}, "ns",
+			[]string{"versions_by_regarding_uid", "versions_by_related_uid"}},
+		{"regarding.uid in a namespace", []history.Column{history.ColumnRegardingUID}, "ns", []string{"versions_by_regarding_uid"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := history.Query{Conditions: []history.Condition{{Columns: tc.columns, Value: "x"}}, Since: since, Limit: 500}
+			if tc.namespace != "" {
+				q.Conditions = append(q.Conditions, history.Condition{Columns: []history.Column{history.ColumnNamespace}, Value: tc.namespace})
+			}
 			where, args, err := whereClause(q)
 			if err != nil {
 				t.Fatal(err)
