@@ -7,98 +7,51 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
 )
 
-// BenchmarkListOneObjectWeek measures the query an operator runs for "this
-// pod's week" (regarding.uid, and regardingOrRelated.uid, since=168h, newest
-// first, limit 500) in a history of HISTORY_BENCH_ROWS versions (default
-// 200000) spread over 14 days and one object per 100 versions, each a
-// core/v1 Event of about 600 bytes, written through Write in batches of 5000. It reports p50 and p99
-// and the store's bytes per version. The database is built once per run
-// (outside the timer); HISTORY_BENCH_DB=<file> keeps it there (and reuses
-// it when it exists: a stopped fill resumes, or with HISTORY_BENCH_NOFILL=1
-// is measured as it is), for the REST figure of TestHistoryQueryAtScale.
+// BenchmarkListOneObjectWeek measures "one object's week"
+// (storetest.ListOneObjectWeek) in storetest.BenchHistory's history of
+// HISTORY_BENCH_ROWS versions (default 200000), filled once per run with
+// fillBulk (outside the timer) and verified. HISTORY_BENCH_DB=<file> keeps
+// the file there and reuses it when it holds a complete fill of that size
+// (verified again with HISTORY_BENCH_VERIFY=1), for the REST figure of
+// TestHistoryQueryAtScale.
 //
-//	HISTORY_BENCH_ROWS=1000000 go test -run NONE -bench ListOneObjectWeek -benchtime 200x ./pkg/history/sqlite/
+//	HISTORY_BENCH_ROWS=10000000 HISTORY_BENCH_DB=/tmp/h10m/history.db go test -run NONE -bench ListOneObjectWeek -benchtime 300x -timeout 0 ./pkg/history/sqlite/
 func BenchmarkListOneObjectWeek(b *testing.B) {
 	// The testing package calls the function with b.N=1 first, then with
 	// the real N: build the database once.
-	benchDB.once.Do(func() { benchDB.store, benchDB.now, benchDB.objects, benchDB.err = buildBenchDB(b) })
+	benchDB.once.Do(func() { benchDB.store, benchDB.history, benchDB.err = buildBenchDB(b) })
 	if benchDB.err != nil {
 		b.Fatal(benchDB.err)
 	}
-	s, now, ctx := benchDB.store, benchDB.now, context.Background()
-	stats, err := s.Stats(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	for _, tc := range []struct {
-		name    string
-		columns []history.Column
-	}{
-		{"regarding.uid", []history.Column{history.ColumnRegardingUID}},
-		{"regardingOrRelated.uid", []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			latencies := make([]time.Duration, 0, b.N)
-			found := 0
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				query := history.Query{
-					Conditions: []history.Condition{{Columns: tc.columns, Value: BenchObjectUID(i * 7919 % benchDB.objects)}},
-					Since:      now.Add(-7 * 24 * time.Hour),
-					Limit:      500,
-				}
-				t0 := time.Now()
-				got, err := s.List(ctx, query)
-				if err != nil {
-					b.Fatal(err)
-				}
-				latencies = append(latencies, time.Since(t0))
-				found += len(got)
-			}
-			b.StopTimer()
-			sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-			b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
-			b.ReportMetric(float64(found)/float64(b.N), "versions/query")
-			b.ReportMetric(float64(stats.Bytes)/float64(stats.Rows), "bytes/version")
-		})
-	}
-}
-
-// BenchObjectUID is the regarding uid of the benchmark history's object i.
-func BenchObjectUID(i int) string {
-	return fmt.Sprintf("%08x-1111-4222-8333-%012x", uint32(i*2654435761), i)
+	storetest.ListOneObjectWeek(b, benchDB.store, benchDB.history)
 }
 
 var benchDB struct {
 	once    sync.Once
 	dir     string
 	store   *Store
-	now     time.Time
-	objects int
+	history storetest.BenchHistory
 	err     error
 }
 
 // buildBenchDB fills the benchmark's history with fillBulk and verifies it,
 // or reuses the complete fill kept at HISTORY_BENCH_DB; the store stays open
 // for the process.
-func buildBenchDB(b *testing.B) (*Store, time.Time, int, error) {
+func buildBenchDB(b *testing.B) (*Store, storetest.BenchHistory, error) {
 	rows := 200000
 	if v := os.Getenv("HISTORY_BENCH_ROWS"); v != "" {
 		var err error
 		if rows, err = strconv.Atoi(v); err != nil {
-			return nil, time.Time{}, 0, err
+			return nil, storetest.BenchHistory{}, err
 		}
 	}
 	ctx := context.Background()
@@ -108,40 +61,42 @@ func buildBenchDB(b *testing.B) (*Store, time.Time, int, error) {
 		// first call. TestMain removes it.
 		dir, err := os.MkdirTemp("", "history-bench-")
 		if err != nil {
-			return nil, time.Time{}, 0, err
+			return nil, storetest.BenchHistory{}, err
 		}
 		benchDB.dir = dir
 		path = filepath.Join(dir, "history.db")
 	}
 	end, err := benchFillEnd(ctx, path, rows)
 	if err != nil {
-		return nil, time.Time{}, 0, err
+		return nil, storetest.BenchHistory{}, err
 	}
-	h := newBenchHistory(rows, end)
+	h := storetest.NewBenchHistory(rows, end)
 	if end.IsZero() {
-		h.end = time.Now().Truncate(time.Second)
+		h.End = time.Now().Truncate(time.Second)
 		if err := fillBulk(ctx, path, h, benchSource(h), b.Logf); err != nil {
-			return nil, time.Time{}, 0, err
+			return nil, storetest.BenchHistory{}, err
 		}
 	} else {
 		b.Logf("reusing %s: %d versions up to %v", path, rows, end.UTC())
 	}
 	s, err := Open(path)
 	if err != nil {
-		return nil, time.Time{}, 0, err
+		return nil, storetest.BenchHistory{}, err
 	}
 	if end.IsZero() || os.Getenv("HISTORY_BENCH_VERIFY") == "1" {
 		if err := verifyBenchDB(ctx, s, h, 20, b.Logf); err != nil {
 			s.Close()
-			return nil, time.Time{}, 0, err
+			return nil, storetest.BenchHistory{}, err
 		}
 	}
-	return s, h.end, h.objects, nil
+	return s, h, nil
 }
 
 // benchSource names a complete fill in the progress table: when its history
 // ends and how many versions it holds.
-func benchSource(h benchHistory) string { return fmt.Sprintf("bench %d %d", h.end.UnixNano(), h.rows) }
+func benchSource(h storetest.BenchHistory) string {
+	return fmt.Sprintf("bench %d %d", h.End.UnixNano(), h.Rows)
+}
 
 // benchFillEnd is the end of the complete fill of rows versions at path, or
 // zero when there is no file there.
@@ -174,7 +129,7 @@ func benchFillEnd(ctx context.Context, path string, rows int) (time.Time, error)
 // schema and a sound B-tree, and the verification passes on it.
 func TestBenchFillBulk(t *testing.T) {
 	ctx := context.Background()
-	h := newBenchHistory(30000, time.Now().Truncate(time.Second))
+	h := storetest.NewBenchHistory(30000, time.Now().Truncate(time.Second))
 	bulkPath := filepath.Join(t.TempDir(), "bulk.db")
 	if err := fillBulk(ctx, bulkPath, h, benchSource(h), t.Logf); err != nil {
 		t.Fatal(err)
@@ -264,7 +219,7 @@ func TestBenchHistoryFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := verifyBenchDB(ctx, s, newBenchHistory(n, end), 20, t.Logf); err != nil {
+	if err := verifyBenchDB(ctx, s, storetest.NewBenchHistory(n, end), 20, t.Logf); err != nil {
 		t.Fatal(err)
 	}
 }
