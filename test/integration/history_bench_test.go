@@ -24,6 +24,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -198,8 +199,6 @@ func TestHistoryQueryAtScale(t *testing.T) {
 		t.Fatalf("the store at %s serves nothing", path)
 	}
 	since := newest.Items[0].LastSeen.Add(-7 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	// The uids and namespaces BenchmarkListOneObjectWeek gives its objects.
-	uid := func(i int) string { return fmt.Sprintf("%08x-1111-4222-8333-%012x", uint32(i*2654435761), i) }
 	for _, tc := range []struct {
 		name       string
 		namespaced bool
@@ -208,6 +207,7 @@ func TestHistoryQueryAtScale(t *testing.T) {
 		{"namespaced regarding.uid", true, "regarding.uid"},
 		{"all namespaces regarding.uid", false, "regarding.uid"},
 		{"namespaced regardingOrRelated.uid", true, "regardingOrRelated.uid"},
+		{"all namespaces regardingOrRelated.uid", false, "regardingOrRelated.uid"},
 	} {
 		const queries = 200
 		latencies := make([]time.Duration, 0, queries)
@@ -216,9 +216,9 @@ func TestHistoryQueryAtScale(t *testing.T) {
 			object := i * 7919 % objects
 			p := group + "/eventrecords"
 			if tc.namespaced {
-				p = fmt.Sprintf("%s/namespaces/ns-%d/eventrecords", group, object%1000)
+				p = fmt.Sprintf("%s/namespaces/%s/eventrecords", group, storetest.BenchNamespace(object))
 			}
-			p += "?limit=500&fieldSelector=" + url.QueryEscape(tc.label+"="+uid(object)+",since="+since)
+			p += "?limit=500&fieldSelector=" + url.QueryEscape(tc.label+"="+storetest.BenchObjectUID(object)+",since="+since)
 			start := time.Now()
 			l := list(p)
 			latencies = append(latencies, time.Since(start))

@@ -1,112 +1,59 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-
-	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
 )
 
-// BenchmarkListOneObjectWeek measures the query an operator runs for "this
-// pod's week" (regarding.uid, and regardingOrRelated.uid, since=168h, newest
-// first, limit 500) in a history of HISTORY_BENCH_ROWS versions (default
-// 200000) spread over 14 days and one object per 100 versions, each a
-// core/v1 Event of about 600 bytes, written through Write in batches of 5000. It reports p50 and p99
-// and the store's bytes per version. The database is built once per run
-// (outside the timer); HISTORY_BENCH_DB=<file> keeps it there (and reuses
-// it when it exists: a stopped fill resumes, or with HISTORY_BENCH_NOFILL=1
-// is measured as it is), for the REST figure of TestHistoryQueryAtScale.
+// BenchmarkListOneObjectWeek measures "one object's week"
+// (storetest.ListOneObjectWeek) in storetest.BenchHistory's history of
+// HISTORY_BENCH_ROWS versions (default 200000), filled once per run with
+// fillBulk (outside the timer) and verified. HISTORY_BENCH_DB=<file> keeps
+// the file there and reuses it when it holds a complete fill of that size
+// (verified again with HISTORY_BENCH_VERIFY=1), for the REST figure of
+// TestHistoryQueryAtScale.
 //
-//	HISTORY_BENCH_ROWS=1000000 go test -run NONE -bench ListOneObjectWeek -benchtime 200x ./pkg/history/sqlite/
+//	HISTORY_BENCH_ROWS=10000000 HISTORY_BENCH_DB=/tmp/h10m/history.db go test -run NONE -bench ListOneObjectWeek -benchtime 300x -timeout 0 ./pkg/history/sqlite/
 func BenchmarkListOneObjectWeek(b *testing.B) {
 	// The testing package calls the function with b.N=1 first, then with
 	// the real N: build the database once.
-	benchDB.once.Do(func() { benchDB.store, benchDB.now, benchDB.objects, benchDB.err = buildBenchDB(b) })
+	benchDB.once.Do(func() { benchDB.store, benchDB.history, benchDB.err = buildBenchDB(b) })
 	if benchDB.err != nil {
 		b.Fatal(benchDB.err)
 	}
-	s, now, ctx := benchDB.store, benchDB.now, context.Background()
-	stats, err := s.Stats(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	for _, tc := range []struct {
-		name    string
-		columns []history.Column
-	}{
-		{"regarding.uid", []history.Column{history.ColumnRegardingUID}},
-		{"regardingOrRelated.uid", []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			latencies := make([]time.Duration, 0, b.N)
-			found := 0
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				query := history.Query{
-					Conditions: []history.Condition{{Columns: tc.columns, Value: BenchObjectUID(i * 7919 % benchDB.objects)}},
-					Since:      now.Add(-7 * 24 * time.Hour),
-					Limit:      500,
-				}
-				t0 := time.Now()
-				got, err := s.List(ctx, query)
-				if err != nil {
-					b.Fatal(err)
-				}
-				latencies = append(latencies, time.Since(t0))
-				found += len(got)
-			}
-			b.StopTimer()
-			sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-			b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
-			b.ReportMetric(float64(found)/float64(b.N), "versions/query")
-			b.ReportMetric(float64(stats.Bytes)/float64(stats.Rows), "bytes/version")
-		})
-	}
-}
-
-// BenchObjectUID is the regarding uid of the benchmark history's object i.
-func BenchObjectUID(i int) string {
-	return fmt.Sprintf("%08x-1111-4222-8333-%012x", uint32(i*2654435761), i)
+	storetest.ListOneObjectWeek(b, benchDB.store, benchDB.history)
 }
 
 var benchDB struct {
 	once    sync.Once
 	dir     string
 	store   *Store
-	now     time.Time
-	objects int
+	history storetest.BenchHistory
 	err     error
 }
 
-// buildBenchDB writes the benchmark's history; it stays open for the process.
-func buildBenchDB(b *testing.B) (*Store, time.Time, int, error) {
+// buildBenchDB fills the benchmark's history with fillBulk and verifies it,
+// or reuses the complete fill kept at HISTORY_BENCH_DB; the store stays open
+// for the process.
+func buildBenchDB(b *testing.B) (*Store, storetest.BenchHistory, error) {
 	rows := 200000
 	if v := os.Getenv("HISTORY_BENCH_ROWS"); v != "" {
 		var err error
 		if rows, err = strconv.Atoi(v); err != nil {
-			return nil, time.Time{}, 0, err
+			return nil, storetest.BenchHistory{}, err
 		}
 	}
-	objects := max(rows/100, 1)
 	ctx := context.Background()
 	path := os.Getenv("HISTORY_BENCH_DB")
 	if path == "" {
@@ -114,96 +61,176 @@ func buildBenchDB(b *testing.B) (*Store, time.Time, int, error) {
 		// first call. TestMain removes it.
 		dir, err := os.MkdirTemp("", "history-bench-")
 		if err != nil {
-			return nil, time.Time{}, 0, err
+			return nil, storetest.BenchHistory{}, err
 		}
 		benchDB.dir = dir
 		path = filepath.Join(dir, "history.db")
 	}
+	end, err := benchFillEnd(ctx, path, rows)
+	if err != nil {
+		return nil, storetest.BenchHistory{}, err
+	}
+	h := storetest.NewBenchHistory(rows, end)
+	if end.IsZero() {
+		h.End = time.Now().Truncate(time.Second)
+		if err := fillBulk(ctx, path, h, benchSource(h), b.Logf); err != nil {
+			return nil, storetest.BenchHistory{}, err
+		}
+	} else {
+		b.Logf("reusing %s: %d versions up to %v", path, rows, end.UTC())
+	}
 	s, err := Open(path)
 	if err != nil {
-		return nil, time.Time{}, 0, err
+		return nil, storetest.BenchHistory{}, err
 	}
-	// The progress row says how far a kept file got and when its history
-	// ends: a fill that was stopped resumes, a full one is reused.
-	now := time.Now().Truncate(time.Second)
-	var source string
-	var done int64
-	err = s.read.QueryRowContext(ctx, `SELECT source, revision FROM progress WHERE source LIKE 'bench %'`).Scan(&source, &done)
-	if err == nil {
-		var end, total int64
-		if _, err := fmt.Sscanf(source, "bench %d %d", &end, &total); err != nil || total != int64(rows) {
-			return nil, now, 0, fmt.Errorf("%s was filled for another size (%q): remove it", path, source)
-		}
-		now = time.Unix(0, end)
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return nil, now, 0, err
-	}
-	source = fmt.Sprintf("bench %d %d", now.UnixNano(), rows)
-	if done >= int64(rows) || (done > 0 && os.Getenv("HISTORY_BENCH_NOFILL") == "1") {
-		// A partial fill covers the span's start: the week is the one
-		// before its newest version.
-		var newest int64
-		if err := s.read.QueryRowContext(ctx, `SELECT max(last_seen) FROM versions`).Scan(&newest); err != nil {
-			return nil, now, 0, err
-		}
-		b.Logf("reusing %s: %d versions, the newest at %v", path, done, time.Unix(0, newest).UTC())
-		return s, time.Unix(0, newest), objects, nil
-	}
-	span := 14 * 24 * time.Hour
-	// Real core/v1 Events in etcd's protobuf envelope, agreeing with their
-	// columns: the server serves the file (TestHistoryQueryAtScale) and
-	// matches its field selectors on the decoded Events too.
-	var payload bytes.Buffer
-	encoder := protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme)
-	event := &corev1.Event{
-		TypeMeta:       metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta:     metav1.ObjectMeta{Name: "pod-1.187a", Namespace: "ns-1", UID: "6a3b"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns-1", Name: "pod-1", UID: "1111"},
-		Reason:         "BackOff", Message: strings.Repeat("Back-off restarting failed container ", 12), Type: corev1.EventTypeWarning,
-		Source: corev1.EventSource{Component: "kubelet", Host: "node-1"}, Count: 1,
-	}
-	start := time.Now()
-	const batchSize = 5000
-	for i := int(done); i < rows; i += batchSize {
-		batch := history.Batch{Source: source, Revision: int64(min(i+batchSize, rows))}
-		for j := i; j < min(i+batchSize, rows); j++ {
-			// Objects take turns, so each one's versions spread over the
-			// whole span, as the Events of a long-lived pod do.
-			object := j % objects
-			seen := now.Add(-span + time.Duration(float64(span)*float64(j)/float64(rows)))
-			event.Namespace, event.Name = fmt.Sprintf("ns-%d", object%1000), fmt.Sprintf("pod-%d.%016x", object, j/3)
-			event.UID = types.UID(fmt.Sprintf("%08x-6a3b-4c1d-9e2f-%012x", uint32(j/3*2654435761), j/3))
-			event.InvolvedObject.Namespace, event.InvolvedObject.Name = event.Namespace, fmt.Sprintf("pod-%d", object)
-			event.InvolvedObject.UID = types.UID(BenchObjectUID(object))
-			event.LastTimestamp = metav1.NewTime(seen)
-			payload.Reset()
-			if err := encoder.Encode(event, &payload); err != nil {
-				return nil, now, 0, err
-			}
-			batch.Versions = append(batch.Versions, history.Version{
-				UID:       fmt.Sprintf("%08x-6a3b-4c1d-9e2f-%012x", uint32(j/3*2654435761), j/3),
-				Revision:  int64(j + 1),
-				Namespace: fmt.Sprintf("ns-%d", object%1000), Name: fmt.Sprintf("pod-%d.%016x", object, j/3),
-				RegardingUID: BenchObjectUID(object), RegardingName: fmt.Sprintf("pod-%d", object),
-				RegardingNamespace: fmt.Sprintf("ns-%d", object%1000), RegardingKind: "Pod",
-				Reason: "BackOff", Type: "Warning", ReportingController: "kubelet",
-				LastSeen: seen, ObservedAt: seen, Object: bytes.Clone(payload.Bytes()),
-			})
-		}
-		if err := s.Write(ctx, batch); err != nil {
-			return nil, now, objects, err
-		}
-		if done := i + batchSize; done%(rows/20+1) < batchSize {
-			b.Logf("%d versions written in %v", done, time.Since(start).Round(time.Second))
+	if end.IsZero() || os.Getenv("HISTORY_BENCH_VERIFY") == "1" {
+		if err := verifyBenchDB(ctx, s, h, 20, b.Logf); err != nil {
+			s.Close()
+			return nil, storetest.BenchHistory{}, err
 		}
 	}
-	stats, err := s.Stats(ctx)
+	return s, h, nil
+}
+
+// benchSource names a complete fill in the progress table: when its history
+// ends and how many versions it holds.
+func benchSource(h storetest.BenchHistory) string {
+	return fmt.Sprintf("bench %d %d", h.End.UnixNano(), h.Rows)
+}
+
+// benchFillEnd is the end of the complete fill of rows versions at path, or
+// zero when there is no file there.
+func benchFillEnd(ctx context.Context, path string, rows int) (time.Time, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return time.Time{}, nil
+	}
+	s, err := Open(path)
 	if err != nil {
-		return nil, now, objects, err
+		return time.Time{}, err
 	}
-	b.Logf("built %d versions in %v: %d bytes, %.0f bytes/version (object %d bytes)", stats.Rows, time.Since(start).Round(time.Second),
-		stats.Bytes, float64(stats.Bytes)/float64(stats.Rows), payload.Len())
-	return s, now, objects, nil
+	defer s.Close()
+	var source string
+	err = s.read.QueryRowContext(ctx, `SELECT source FROM progress WHERE source LIKE 'bench %'`).Scan(&source)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("%s holds no complete benchmark fill: remove it", path)
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	var end, total int64
+	if _, err := fmt.Sscanf(source, "bench %d %d", &end, &total); err != nil || total != int64(rows) {
+		return time.Time{}, fmt.Errorf("%s was filled for another size (%q): remove it", path, source)
+	}
+	return time.Unix(0, end), nil
+}
+
+// TestBenchFillBulk: the bulk fill leaves the file that capture's path
+// (Write with every index in place) leaves, row for row, with the same
+// schema and a sound B-tree, and the verification passes on it.
+func TestBenchFillBulk(t *testing.T) {
+	ctx := context.Background()
+	h := storetest.NewBenchHistory(30000, time.Now().Truncate(time.Second))
+	bulkPath := filepath.Join(t.TempDir(), "bulk.db")
+	if err := fillBulk(ctx, bulkPath, h, benchSource(h), t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	bulk, err := Open(bulkPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bulk.Close()
+	written, err := Open(filepath.Join(t.TempDir(), "written.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer written.Close()
+	if err := fillWrite(ctx, written, h, benchSource(h)); err != nil {
+		t.Fatal(err)
+	}
+	for _, query := range []string{
+		`SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY name`,
+		`SELECT * FROM versions ORDER BY revision, uid`,
+		`SELECT * FROM deletions ORDER BY uid`,
+		`SELECT * FROM counters ORDER BY name`,
+		`SELECT * FROM progress ORDER BY source`,
+		`PRAGMA journal_mode`,
+	} {
+		got, want := dump(t, bulk.read, query), dump(t, written.read, query)
+		if got != want {
+			t.Errorf("%s: the bulk fill differs from Write's (%d and %d bytes)", query, len(got), len(want))
+		}
+	}
+	// The same rows, not the same bytes: CREATE INDEX fills index pages,
+	// inserts at random places leave them part empty.
+	for name, st := range map[string]*Store{"bulk": bulk, "written": written} {
+		stats, err := st.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %.0f bytes/version", name, float64(stats.Bytes)/float64(stats.Rows))
+	}
+	if got := dump(t, bulk.read, `PRAGMA integrity_check`); got != "ok\n" {
+		t.Errorf("integrity_check: %s", got)
+	}
+	if err := verifyBenchDB(ctx, bulk, h, 20, t.Logf); err != nil {
+		t.Error(err)
+	}
+}
+
+// dump renders a query's rows as text.
+func dump(t *testing.T, db *sql.DB, query string) string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	columns, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	values := make([]any, len(columns))
+	for rows.Next() {
+		pointers := make([]any, len(columns))
+		for i := range values {
+			pointers[i] = &values[i]
+		}
+		if err := rows.Scan(pointers...); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(&out, values...)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+// TestBenchHistoryFile verifies the history kept at HISTORY_BENCH_DB
+// (HISTORY_BENCH_ROWS versions) as verifyBenchDB does after a fill.
+func TestBenchHistoryFile(t *testing.T) {
+	path, rows := os.Getenv("HISTORY_BENCH_DB"), os.Getenv("HISTORY_BENCH_ROWS")
+	if path == "" || rows == "" {
+		t.Skip("set HISTORY_BENCH_DB and HISTORY_BENCH_ROWS to a file BenchmarkListOneObjectWeek filled")
+	}
+	n, err := strconv.Atoi(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	end, err := benchFillEnd(ctx, path, n)
+	if err != nil || end.IsZero() {
+		t.Fatalf("%s: %v", path, err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := verifyBenchDB(ctx, s, storetest.NewBenchHistory(n, end), 20, t.Logf); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestMain(m *testing.M) {
