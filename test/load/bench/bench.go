@@ -430,6 +430,10 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 	// of the writes that made the store (the watch cache's ring of recent
 	// watch events and the store snapshots kept for them), which the sample
 	// above, taken right after preloading, includes.
+	// The restarted server is a new process.
+	if t, err = d.target(); err != nil {
+		return r, err
+	}
 	settle(" after restart")
 	rested, err := workload.SampleMemory(ctx, t)
 	if err != nil {
