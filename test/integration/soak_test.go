@@ -228,7 +228,9 @@ func TestSoak(t *testing.T) {
 	server := framework.StartServer(t, framework.ServerOptions{
 		EventTTL:         soakTTL,
 		EmbeddedEtcdPort: framework.FreePort(t),
-		ExtraArgs:        soakLimiterArgs(maxReporters),
+		// EVENT_APISERVER_SOAK_ARGS adds server flags, to price a setting
+		// (e.g. --feature-gates=ListFromCacheSnapshot=false).
+		ExtraArgs: append(soakLimiterArgs(maxReporters), strings.Fields(os.Getenv("EVENT_APISERVER_SOAK_ARGS"))...),
 	})
 	pid, err := findServerPID(server.DataDir)
 	if err != nil {
