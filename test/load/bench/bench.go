@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -400,6 +401,12 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		if ok {
 			_ = add([]workload.Measurement{{Workload: "memory", Metric: "history capture settled" + when, Unit: "s",
 				Value: waited.Seconds(), Better: workload.Info, Count: 1}}, nil)
+		}
+		if profileDir != "" {
+			path := filepath.Join(profileDir, s+"-heap"+strings.ReplaceAll(when, " ", "-")+".pprof")
+			if err := workload.HeapProfile(ctx, t, path); err != nil {
+				klog.ErrorS(err, "Heap profile failed", "when", when)
+			}
 		}
 	}
 	valueBytes := float64(preloaded.Bytes) / float64(max(1, preloaded.Events))
