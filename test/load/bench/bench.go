@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -417,15 +418,34 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 	}
 	_ = add(workload.MemoryMeasurements(loaded, valueBytes, empty, full, ""), nil)
 
-	err = d.server.Restart(ctx)
-	startup := d.server.Startup()
-	if err != nil {
-		return r, fmt.Errorf("restarting with %d Events: %w", loaded, err)
+	// Ready is not always serving (a watch cache still filling answers
+	// 429), nor is serving always ready (a server may answer LISTs from
+	// etcd before its cache is filled): the first describe LIST is timed
+	// from the new process's start by polling beside the wait for /readyz.
+	before := d.server.Process().StartedAt()
+	restarted := make(chan error, 1)
+	go func() { restarted <- d.server.Restart(ctx) }()
+	var restartErr error
+	restartDone := false
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case restartErr = <-restarted:
+			restartDone = true
+			return true, nil
+		default:
+		}
+		return d.server.Process().StartedAt().After(before), nil
+	})
+	served, servedErr := workload.FirstServed(ctx, t, o.Layout, loaded, d.server.Process().StartedAt())
+	if !restartDone {
+		restartErr = <-restarted
 	}
-	// Ready is not always serving: a watch cache still filling answers 429.
-	served, err := workload.FirstServed(ctx, t, o.Layout, loaded, d.server.Process().StartedAt())
-	if err != nil {
-		return r, fmt.Errorf("after restarting with %d Events: %w", loaded, err)
+	startup := d.server.Startup()
+	if restartErr != nil {
+		return r, fmt.Errorf("restarting with %d Events: %w", loaded, restartErr)
+	}
+	if servedErr != nil {
+		return r, fmt.Errorf("after restarting with %d Events: %w", loaded, servedErr)
 	}
 	_ = add([]workload.Measurement{
 		{Workload: "startup", Metric: fmt.Sprintf("to /readyz @%d", loaded), Unit: "s", Value: startup.Seconds(), Better: workload.Lower, Count: 1},
