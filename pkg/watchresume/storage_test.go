@@ -56,17 +56,7 @@ func testEtcd(t *testing.T) string {
 // EtcdOptions, wrapped by NewRESTOptionsGetter, and waits for its cache.
 func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	t.Helper()
-	options := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
-	options.StorageConfig.Transport.ServerList = []string{etcdURL}
-	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
-	options.EnableWatchCache = watchCache
-	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
-	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, etcdhealth.NewGate().Storage)
-	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Destroy)
+	store := newTestStore(t, etcdURL, watchCache, etcdhealth.NewGate().Storage)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -74,6 +64,24 @@ func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	}); err != nil {
 		t.Fatalf("watch cache not ready: %v", err)
 	}
+	return store
+}
+
+// newTestStore builds that store over wrap (the etcd3 store's wrapper) and
+// does not wait for its cache.
+func newTestStore(t *testing.T, etcdURL string, watchCache bool, wrap watchresume.WrapEtcd) *event.REST {
+	t.Helper()
+	options := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
+	options.StorageConfig.Transport.ServerList = []string{etcdURL}
+	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
+	options.EnableWatchCache = watchCache
+	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
+	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, wrap)
+	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Destroy)
 	return store
 }
 
@@ -349,19 +357,10 @@ func TestListBeforeCacheReady(t *testing.T) {
 	createEvent(t, testStore(t, etcdURL, true), "before-restart")
 
 	release := make(chan struct{})
-	options := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
-	options.StorageConfig.Transport.ServerList = []string{etcdURL}
-	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
-	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
 	gate := etcdhealth.NewGate()
-	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, func(s storage.Interface) storage.Interface {
+	store := newTestStore(t, etcdURL, true, func(s storage.Interface) storage.Interface {
 		return &blockingCacheSource{Interface: gate.Storage(s), release: release}
 	})
-	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Destroy)
 	defer func() {
 		select {
 		case <-release:
