@@ -57,6 +57,12 @@ func testEtcd(t *testing.T) string {
 func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	t.Helper()
 	store := newTestStore(t, etcdURL, watchCache, etcdhealth.NewGate().Storage)
+	waitCacheReady(t, store)
+	return store
+}
+
+func waitCacheReady(t *testing.T, store *event.REST) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -64,7 +70,6 @@ func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	}); err != nil {
 		t.Fatalf("watch cache not ready: %v", err)
 	}
-	return store
 }
 
 // newTestStore builds that store over wrap (the etcd3 store's wrapper) and
@@ -391,13 +396,7 @@ func TestListBeforeCacheReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.fill {
 				close(release)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-					return store.ReadinessCheck() == nil, nil
-				}); err != nil {
-					t.Fatalf("watch cache not ready: %v", err)
-				}
+				waitCacheReady(t, store)
 			}
 			if ready := store.ReadinessCheck() == nil; ready != tc.ready {
 				t.Fatalf("cache ready %v, want %v", ready, tc.ready)
