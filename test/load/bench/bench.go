@@ -463,6 +463,11 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 	if t, err = d.target(); err != nil {
 		return r, err
 	}
+	if s != KubeDefault {
+		if err := workload.WaitCacheFilled(ctx, t, captureSettleLimit); err != nil {
+			return r, fmt.Errorf("watch cache not filled after restarting with %d Events: %w", loaded, err)
+		}
+	}
 	settle(" after restart")
 	rested, err := workload.SampleMemory(ctx, t)
 	if err != nil {

@@ -229,3 +229,33 @@ func SettleCapture(ctx context.Context, t Target, endpoints []string, limit time
 	}
 	return time.Since(start), true, nil
 }
+
+// WaitCacheFilled waits, at most limit, until the server's Events watch
+// cache has been filled since its start
+// (apiserver_watch_cache_initializations_total{resource="events"} of at
+// least 1). /readyz does not say so: it waits for the cache at most
+// --storage-initialization-timeout (1 min), and event-apiserver serves LISTs
+// from etcd meanwhile, so a restart over 10^6 Events is ready and serving
+// before its cache holds them.
+func WaitCacheFilled(ctx context.Context, t Target, limit time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+		body, err := get(ctx, t.Config, "/metrics")
+		if err != nil {
+			return false, err
+		}
+		defer func() { _ = body.Close() }()
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "apiserver_watch_cache_initializations_total{") || !strings.Contains(line, `resource="events"`) {
+				continue
+			}
+			_, value, _ := strings.Cut(line, "} ")
+			if f, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil && f >= 1 {
+				return true, nil
+			}
+		}
+		return false, sc.Err()
+	})
+}
