@@ -88,7 +88,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	}
 
 	if c.ExtraConfig.History != nil {
-		if err := installHistory(genericServer, c.ExtraConfig.History); err != nil {
+		if err := installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout); err != nil {
 			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
 		}
 	}

@@ -3,9 +3,11 @@ package apiserver
 import (
 	"context"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
@@ -33,7 +35,15 @@ type HistoryConfig struct {
 // installHistory serves history.eventapiserver.io and starts capture and
 // retention after the server starts. Neither is a readiness or liveness
 // check: the Events API never waits for history (see history.RegisterMetrics).
-func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig) error {
+//
+// Capture starts once cacheReady, the Events watch cache's readiness, holds,
+// or after cacheWait (the limit /readyz waits for that cache), whichever comes
+// first: on a restart over a large store, capture's relist or catch-up
+// (decoding every Event again, SQLite writes) competed for CPU with the
+// cacher's initial LIST and delayed the first LIST served. Capture loses
+// nothing by starting later: it resumes from its stored revision, which etcd
+// keeps until a compaction, and relists if etcd compacted past it.
+func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration) error {
 	decoder := Codecs.UniversalDecoder(core.SchemeGroupVersion)
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
@@ -54,7 +64,12 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig)
 			defer cancel()
 			var wg sync.WaitGroup
 			wg.Add(2)
-			go func() { defer wg.Done(); capture.New(captureConfig).Run(ctx) }()
+			go func() {
+				defer wg.Done()
+				if waitFor(ctx, cacheReady, cacheWait) {
+					capture.New(captureConfig).Run(ctx)
+				}
+			}()
 			go func() { defer wg.Done(); c.Retention.Run(ctx, c.Store) }()
 			wg.Wait()
 			if err := c.EtcdClient.Close(); err != nil {
@@ -66,4 +81,22 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig)
 		}()
 		return nil
 	})
+}
+
+// waitFor polls ready until it holds or limit passes, and reports whether to
+// go on (false only when ctx ended).
+func waitFor(ctx context.Context, ready func() error, limit time.Duration) bool {
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, limit, true, func(context.Context) (bool, error) {
+		return ready() == nil, nil
+	})
+	if ctx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		klog.InfoS("Starting Event history capture before the Events watch cache is ready", "waited", limit)
+	} else {
+		klog.V(2).InfoS("Events watch cache ready, starting Event history capture", "waited", time.Since(start).Round(time.Millisecond))
+	}
+	return true
 }

@@ -42,7 +42,8 @@ func NewStorageFactory(storageConfig storagebackend.Config, storageMediaType str
 //     etcd through it, as in genericregistry.StorageWithCacher. A WATCH from
 //     a revision older than the cache's window, which the cacher would answer
 //     410, is served from etcd's history instead, as kube-apiserver's
-//     uncached Event watches are.
+//     uncached Event watches are; so is a LIST while the cache is still
+//     filling, which the cacher would answer 429.
 //  2. The cacher (k8s.io/apiserver storage/cacher), beside it: fed by one
 //     etcd watch through the layers below.
 //  3. etcdhealth's gate: while etcd does not answer or is out of space

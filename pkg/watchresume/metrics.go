@@ -29,11 +29,24 @@ var resumesTotal = metrics.NewCounterVec(
 	[]string{"group", "resource", "source"},
 )
 
+// listsBeforeReady counts the LISTs served from etcd because the watch
+// cache was still filling (Storage.GetList): after a start, and after every
+// relist of the cache.
+var listsBeforeReady = metrics.NewCounter(
+	&metrics.CounterOpts{
+		Namespace:      "event_apiserver",
+		Subsystem:      "watch_cache",
+		Name:           "lists_before_ready_total",
+		Help:           "Event LISTs served from etcd because the watch cache was not filled yet.",
+		StabilityLevel: metrics.ALPHA,
+	},
+)
+
 var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(resumesTotal)
+		legacyregistry.MustRegister(resumesTotal, listsBeforeReady)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
@@ -25,8 +26,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Storage is the cacher's delegator with one change: a watch from a resource
-// version older than the cache's history is served from etcd.
+// Storage is the cacher's delegator with two changes: a watch from a
+// resource version older than the cache's history is served from etcd, and
+// so is a LIST while the cache is not filled yet (GetList).
 // Everything else (reads, writes, consistent lists) is the delegator's.
 type Storage struct {
 	*cacher.CacheDelegator
@@ -41,6 +43,26 @@ var _ storage.Interface = &Storage{}
 // NewStorage wraps delegator, which serves from a cacher over etcd.
 func NewStorage(delegator *cacher.CacheDelegator, etcd storage.Interface, groupResource schema.GroupResource) *Storage {
 	return &Storage{CacheDelegator: delegator, etcd: etcd, groupResource: groupResource}
+}
+
+// GetList serves from the cache once it is filled, and from etcd before
+// that. While it fills (after a start, where 100k Events take seconds to
+// decode, or after a relist) the cacher answers every LIST with a label or
+// field selector 429 "storage is (re)initializing" (cacher.GetList,
+// ResilientWatchCacheInitialization: it delegates only unfiltered LISTs).
+// kube-apiserver, which keeps no Events cache, serves every Events LIST from
+// etcd, so a restarted event-apiserver does the same until its cache is
+// ready instead of refusing `kubectl describe` meanwhile. The answer is the
+// etcd3 store's, the one the delegator falls back to for consistent reads:
+// the same objects, resource versions and continue tokens. /readyz still
+// waits for the cache (the storage-readiness hook), so a load balancer keeps
+// sending traffic to filled replicas while they exist.
+func (s *Storage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	if s.CacheDelegator.ReadinessCheck() != nil {
+		listsBeforeReady.Inc()
+		return s.etcd.GetList(ctx, key, opts, listObj)
+	}
+	return s.CacheDelegator.GetList(ctx, key, opts, listObj)
 }
 
 // Watch serves from the cache when the cache has the requested history, and

@@ -14,10 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -53,17 +56,13 @@ func testEtcd(t *testing.T) string {
 // EtcdOptions, wrapped by NewRESTOptionsGetter, and waits for its cache.
 func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	t.Helper()
-	options := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
-	options.StorageConfig.Transport.ServerList = []string{etcdURL}
-	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
-	options.EnableWatchCache = watchCache
-	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
-	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, etcdhealth.NewGate().Storage)
-	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Destroy)
+	store := newTestStore(t, etcdURL, watchCache, etcdhealth.NewGate().Storage)
+	waitCacheReady(t, store)
+	return store
+}
+
+func waitCacheReady(t *testing.T, store *event.REST) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -71,6 +70,23 @@ func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
 	}); err != nil {
 		t.Fatalf("watch cache not ready: %v", err)
 	}
+}
+
+// newTestStore builds that store over wrap (the etcd3 store's wrapper) and
+// does not wait for its cache.
+func newTestStore(t *testing.T, etcdURL string, watchCache bool, wrap watchresume.WrapEtcd) *event.REST {
+	t.Helper()
+	options := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
+	options.StorageConfig.Transport.ServerList = []string{etcdURL}
+	options.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
+	options.EnableWatchCache = watchCache
+	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
+	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, wrap)
+	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Destroy)
 	return store
 }
 
@@ -300,6 +316,94 @@ func TestRESTOptionsGetter(t *testing.T) {
 			_, ours := store.Storage.Storage.(*watchresume.Storage)
 			if ours != tc.wantOurs {
 				t.Errorf("storage is %T, want ours: %v", store.Storage.Storage, tc.wantOurs)
+			}
+		})
+	}
+}
+
+// blockingCacheSource holds back the cacher's own reads (its watch, and a
+// LIST without selectors) until release is closed, so that its cache stays
+// unfilled.
+type blockingCacheSource struct {
+	storage.Interface
+	release chan struct{}
+}
+
+func (b *blockingCacheSource) wait(ctx context.Context) error {
+	select {
+	case <-b.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *blockingCacheSource) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	if err := b.wait(ctx); err != nil {
+		return nil, err
+	}
+	return b.Interface.Watch(ctx, key, opts)
+}
+
+func (b *blockingCacheSource) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	if opts.Predicate.Empty() {
+		if err := b.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return b.Interface.GetList(ctx, key, opts, listObj)
+}
+
+// TestListBeforeCacheReady: while the watch cache fills, a LIST with a field
+// selector is answered from etcd (the cacher alone would answer 429), and
+// from the cache once it is filled, with the same Events.
+func TestListBeforeCacheReady(t *testing.T) {
+	etcdURL := testEtcd(t)
+	createEvent(t, testStore(t, etcdURL, true), "before-restart")
+
+	release := make(chan struct{})
+	gate := etcdhealth.NewGate()
+	store := newTestStore(t, etcdURL, true, func(s storage.Interface) storage.Interface {
+		return &blockingCacheSource{Interface: gate.Storage(s), release: release}
+	})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	list := func() []core.Event {
+		t.Helper()
+		out, err := store.List(requestContext(), &metainternalversion.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "p"),
+		})
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		return out.(*core.EventList).Items
+	}
+	cases := []struct {
+		name  string
+		fill  bool
+		ready bool
+	}{
+		{name: "cache filling: from etcd", fill: false, ready: false},
+		{name: "cache filled: from the cache", fill: true, ready: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.fill {
+				close(release)
+				waitCacheReady(t, store)
+			}
+			if ready := store.ReadinessCheck() == nil; ready != tc.ready {
+				t.Fatalf("cache ready %v, want %v", ready, tc.ready)
+			}
+			items := list()
+			if len(items) != 1 || items[0].Name != "before-restart" {
+				t.Errorf("listed %v, want the one Event before-restart", items)
 			}
 		})
 	}

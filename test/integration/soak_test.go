@@ -228,7 +228,9 @@ func TestSoak(t *testing.T) {
 	server := framework.StartServer(t, framework.ServerOptions{
 		EventTTL:         soakTTL,
 		EmbeddedEtcdPort: framework.FreePort(t),
-		ExtraArgs:        soakLimiterArgs(maxReporters),
+		// EVENT_APISERVER_SOAK_ARGS adds server flags, to price a setting
+		// (e.g. --feature-gates=ListFromCacheSnapshot=false).
+		ExtraArgs: append(soakLimiterArgs(maxReporters), strings.Fields(os.Getenv("EVENT_APISERVER_SOAK_ARGS"))...),
 	})
 	pid, err := findServerPID(server.DataDir)
 	if err != nil {
@@ -247,6 +249,7 @@ func TestSoak(t *testing.T) {
 
 	s.compact()
 	pre := s.probe.sample(true)
+	s.heapProfile(".pre", "before any traffic")
 	preLeases := s.leases()
 	s.peak = pre
 	t.Logf("before any traffic: %s; %d etcd leases (not the reference: the watch cache keeps recent watch "+
@@ -299,13 +302,24 @@ func TestSoak(t *testing.T) {
 		mibString(pre.live), mibString(baseline.live), mibString(s.peak.live), mibString(last.expired.live),
 		mibString(pre.rss), mibString(baseline.rss), mibString(s.peak.rss), mibString(last.expired.rss))
 
-	if path := os.Getenv("EVENT_APISERVER_SOAK_HEAP_PROFILE"); path != "" {
-		r := s.probe.admin.do(t, http.MethodGet, "/debug/pprof/heap?gc=1", nil, nil)
-		if err := os.WriteFile(path, r.body, 0o600); err != nil {
-			t.Error(err)
-		}
-		t.Logf("heap profile after the soak written to %s (go tool pprof -sample_index=inuse_space %s)", path, path)
+	s.heapProfile("", "after the soak")
+}
+
+// heapProfile writes the server's heap profile to
+// $EVENT_APISERVER_SOAK_HEAP_PROFILE with suffix, when that is set: the one
+// before any traffic (".pre") is the base to compare the last with
+// (go tool pprof -diff_base).
+func (s *soak) heapProfile(suffix, when string) {
+	path := os.Getenv("EVENT_APISERVER_SOAK_HEAP_PROFILE")
+	if path == "" {
+		return
 	}
+	path += suffix
+	r := s.probe.admin.do(s.t, http.MethodGet, "/debug/pprof/heap?gc=1", nil, nil)
+	if err := os.WriteFile(path, r.body, 0o600); err != nil {
+		s.t.Error(err)
+	}
+	s.t.Logf("heap profile %s written to %s (go tool pprof -sample_index=inuse_space %s)", when, path, path)
 }
 
 // soak is one soak run against one server.

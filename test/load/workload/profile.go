@@ -43,3 +43,21 @@ func CPUProfile(ctx context.Context, t Target, d time.Duration, path string) err
 	}
 	return f.Close()
 }
+
+// HeapProfile writes the server's heap profile, after a full GC, to path.
+func HeapProfile(ctx context.Context, t Target, path string) error {
+	body, err := get(ctx, t.Config, "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = body.Close() }()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
