@@ -168,11 +168,8 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 			return err
 		}
 	}
-	for _, d := range batch.Deletions {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at) VALUES (?, ?, ?)
-			ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano()); err != nil {
-			return err
-		}
+	if err := insertDeletions(ctx, tx, batch.Deletions); err != nil {
+		return err
 	}
 	if g := batch.Gone; g != nil {
 		if err := recordGone(ctx, tx, g); err != nil {
@@ -189,70 +186,78 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 	return tx.Commit()
 }
 
-// rowsPerInsert is how many versions one INSERT statement carries.
+// paramsPerInsert bounds the parameters of one multi-row INSERT.
 // modernc.org/sqlite prepares a statement's SQL again on every Exec (it keeps
 // no prepared statement between calls) and binds each parameter by a linear
 // search of the arguments: with one row per statement, parsing the INSERT
 // was a sixth of BenchmarkWrite's CPU. More rows per statement parse less
-// but bind more, and past about 10 rows the statement's program and
-// registers outgrow the C allocator's largest size class (16 KiB), so each
-// statement paid an mmap and an munmap: 8 measured best.
-const rowsPerInsert = 8
+// but bind more, and past about 10 versions (160 parameters) the statement's
+// program and registers outgrow the C allocator's largest size class
+// (16 KiB), so each statement paid an mmap and an munmap: 8 versions
+// measured best.
+const paramsPerInsert = 128
 
-const versionColumns = 16
-
-var insertVersionsSQL = insertSQL(rowsPerInsert)
-
-// insertSQL is the INSERT of n versions; one already stored is left as it is.
-// OR IGNORE rather than ON CONFLICT DO NOTHING: it also covers the NOT NULL
-// constraints (no value is ever NULL), so no row can abort the statement and
-// SQLite keeps no statement journal of the pages a multi-row INSERT changes,
-// which cost more than the insert itself.
-func insertSQL(n int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT OR IGNORE INTO versions (uid, revision, namespace, name,
-		regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
-		reason, type, reporting_controller, last_seen, observed_at, object) VALUES `)
-	row := "(" + strings.Repeat("?, ", versionColumns-1) + "?)"
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(row)
+// insertRows inserts n rows of columns values each into head ("INSERT OR
+// IGNORE INTO t (c1, ...) VALUES "), as few statements as paramsPerInsert
+// allows, row(i, args) appending row i's values; it returns how many rows
+// were new. OR IGNORE rather than ON CONFLICT DO NOTHING: it also covers
+// the NOT NULL constraints (no value is ever NULL), so no row can abort a
+// statement and SQLite keeps no statement journal of the pages a multi-row
+// INSERT changes, which cost more than the insert itself.
+func insertRows(ctx context.Context, tx *sql.Tx, head string, columns, n int, row func(i int, args []any) []any) (int64, error) {
+	perStatement := max(1, paramsPerInsert/columns)
+	tuple := "(" + strings.Repeat("?, ", columns-1) + "?)"
+	statement := func(rows int) string {
+		return head + strings.Repeat(tuple+", ", rows-1) + tuple
 	}
-	return b.String()
-}
-
-// insertVersions inserts versions rowsPerInsert at a time and returns how
-// many were new.
-func insertVersions(ctx context.Context, tx *sql.Tx, versions []history.Version) (int64, error) {
-	args := make([]any, 0, rowsPerInsert*versionColumns)
+	full := ""
+	args := make([]any, 0, perStatement*columns)
 	var inserted int64
-	for len(versions) > 0 {
-		chunk := versions[:min(rowsPerInsert, len(versions))]
-		versions = versions[len(chunk):]
+	for from := 0; from < n; from += perStatement {
+		to := min(from+perStatement, n)
 		args = args[:0]
-		for i := range chunk {
-			v := &chunk[i]
-			args = append(args, v.UID, v.Revision, v.Namespace, v.Name,
-				v.RegardingUID, v.RegardingName, v.RegardingNamespace, v.RegardingKind, v.RelatedUID, v.RelatedName,
-				v.Reason, v.Type, v.ReportingController, v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object)
+		for i := from; i < to; i++ {
+			args = row(i, args)
 		}
-		query := insertVersionsSQL
-		if len(chunk) < rowsPerInsert {
-			query = insertSQL(len(chunk))
+		query := full
+		if to-from < perStatement {
+			query = statement(to - from)
+		} else if full == "" {
+			full = statement(perStatement)
+			query = full
 		}
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return inserted, err
 		}
-		n, err := res.RowsAffected()
+		added, err := res.RowsAffected()
 		if err != nil {
 			return inserted, err
 		}
-		inserted += n
+		inserted += added
 	}
 	return inserted, nil
+}
+
+func insertVersions(ctx context.Context, tx *sql.Tx, versions []history.Version) (int64, error) {
+	return insertRows(ctx, tx, `INSERT OR IGNORE INTO versions (uid, revision, namespace, name,
+		regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
+		reason, type, reporting_controller, last_seen, observed_at, object) VALUES `, 16, len(versions),
+		func(i int, args []any) []any {
+			v := &versions[i]
+			return append(args, v.UID, v.Revision, v.Namespace, v.Name,
+				v.RegardingUID, v.RegardingName, v.RegardingNamespace, v.RegardingKind, v.RelatedUID, v.RelatedName,
+				v.Reason, v.Type, v.ReportingController, v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object)
+		})
+}
+
+func insertDeletions(ctx context.Context, tx *sql.Tx, deletions []history.Deletion) error {
+	_, err := insertRows(ctx, tx, `INSERT OR IGNORE INTO deletions (uid, revision, deleted_at) VALUES `, 3, len(deletions),
+		func(i int, args []any) []any {
+			d := &deletions[i]
+			return append(args, d.UID, d.Revision, d.At.UnixNano())
+		})
+	return err
 }
 
 type execer interface {
