@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -159,38 +160,16 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if len(batch.Versions) > 0 {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO versions (uid, revision, namespace, name,
-			regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
-			reason, type, reporting_controller, last_seen, observed_at, object)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+		inserted, err := insertVersions(ctx, tx, batch.Versions)
 		if err != nil {
 			return err
-		}
-		defer stmt.Close()
-		var inserted int64
-		for i := range batch.Versions {
-			v := &batch.Versions[i]
-			res, err := stmt.ExecContext(ctx, v.UID, v.Revision, v.Namespace, v.Name,
-				v.RegardingUID, v.RegardingName, v.RegardingNamespace, v.RegardingKind, v.RelatedUID, v.RelatedName,
-				v.Reason, v.Type, v.ReportingController, v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object)
-			if err != nil {
-				return err
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			inserted += n
 		}
 		if err := addRows(ctx, tx, inserted); err != nil {
 			return err
 		}
 	}
-	for _, d := range batch.Deletions {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at) VALUES (?, ?, ?)
-			ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano()); err != nil {
-			return err
-		}
+	if err := insertDeletions(ctx, tx, batch.Deletions); err != nil {
+		return err
 	}
 	if g := batch.Gone; g != nil {
 		if err := recordGone(ctx, tx, g); err != nil {
@@ -205,6 +184,80 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// paramsPerInsert bounds the parameters of one multi-row INSERT.
+// modernc.org/sqlite prepares a statement's SQL again on every Exec (it keeps
+// no prepared statement between calls) and binds each parameter by a linear
+// search of the arguments: with one row per statement, parsing the INSERT
+// was a sixth of BenchmarkWrite's CPU. More rows per statement parse less
+// but bind more, and past about 10 versions (160 parameters) the statement's
+// program and registers outgrow the C allocator's largest size class
+// (16 KiB), so each statement paid an mmap and an munmap: 8 versions
+// measured best.
+const paramsPerInsert = 128
+
+// insertRows inserts n rows of columns values each into head ("INSERT OR
+// IGNORE INTO t (c1, ...) VALUES "), as few statements as paramsPerInsert
+// allows, row(i, args) appending row i's values; it returns how many rows
+// were new. OR IGNORE rather than ON CONFLICT DO NOTHING: it also covers
+// the NOT NULL constraints (no value is ever NULL), so no row can abort a
+// statement and SQLite keeps no statement journal of the pages a multi-row
+// INSERT changes, which cost more than the insert itself.
+func insertRows(ctx context.Context, tx *sql.Tx, head string, columns, n int, row func(i int, args []any) []any) (int64, error) {
+	perStatement := max(1, paramsPerInsert/columns)
+	tuple := "(" + strings.Repeat("?, ", columns-1) + "?)"
+	statement := func(rows int) string {
+		return head + strings.Repeat(tuple+", ", rows-1) + tuple
+	}
+	full := ""
+	args := make([]any, 0, perStatement*columns)
+	var inserted int64
+	for from := 0; from < n; from += perStatement {
+		to := min(from+perStatement, n)
+		args = args[:0]
+		for i := from; i < to; i++ {
+			args = row(i, args)
+		}
+		query := full
+		if to-from < perStatement {
+			query = statement(to - from)
+		} else if full == "" {
+			full = statement(perStatement)
+			query = full
+		}
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return inserted, err
+		}
+		added, err := res.RowsAffected()
+		if err != nil {
+			return inserted, err
+		}
+		inserted += added
+	}
+	return inserted, nil
+}
+
+func insertVersions(ctx context.Context, tx *sql.Tx, versions []history.Version) (int64, error) {
+	return insertRows(ctx, tx, `INSERT OR IGNORE INTO versions (uid, revision, namespace, name,
+		regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
+		reason, type, reporting_controller, last_seen, observed_at, object) VALUES `, 16, len(versions),
+		func(i int, args []any) []any {
+			v := &versions[i]
+			return append(args, v.UID, v.Revision, v.Namespace, v.Name,
+				v.RegardingUID, v.RegardingName, v.RegardingNamespace, v.RegardingKind, v.RelatedUID, v.RelatedName,
+				v.Reason, v.Type, v.ReportingController, v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object)
+		})
+}
+
+func insertDeletions(ctx context.Context, tx *sql.Tx, deletions []history.Deletion) error {
+	_, err := insertRows(ctx, tx, `INSERT OR IGNORE INTO deletions (uid, revision, deleted_at) VALUES `, 3, len(deletions),
+		func(i int, args []any) []any {
+			d := &deletions[i]
+			return append(args, d.UID, d.Revision, d.At.UnixNano())
+		})
+	return err
 }
 
 type execer interface {

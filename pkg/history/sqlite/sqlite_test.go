@@ -99,3 +99,40 @@ func TestReopen(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestWriteMany: batches that fill several multi-row INSERTs, exactly or
+// with a remainder, store every version and deletion once, also when
+// written again.
+func TestWriteMany(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{1, 7, 8, 9, 42, 43, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s := openTest(t)
+			var batch history.Batch
+			for i := 1; i <= n; i++ {
+				uid := fmt.Sprint("u", i)
+				batch.Versions = append(batch.Versions, storetest.Version(uid, int64(i), "p", i))
+				batch.Deletions = append(batch.Deletions, history.Deletion{UID: uid, Revision: int64(n + i), At: storetest.Base.Add(time.Duration(i) * time.Hour)})
+			}
+			for range 2 {
+				if err := s.Write(ctx, batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st, err := s.Stats(ctx); err != nil || st.Rows != int64(n) {
+				t.Fatalf("rows = %d (%v), want %d", st.Rows, err, n)
+			}
+			records, err := s.List(ctx, history.Query{})
+			if err != nil || len(records) != n {
+				t.Fatalf("listed %d (%v), want %d", len(records), err, n)
+			}
+			for _, r := range records {
+				var i int64
+				fmt.Sscanf(r.UID, "u%d", &i)
+				if r.Revision != i || r.DeletedAt == nil || r.DeletedRevision != int64(n)+i {
+					t.Errorf("%s: revision %d, deleted at %d (%v), want %d and %d", r.UID, r.Revision, r.DeletedRevision, r.DeletedAt, i, int64(n)+i)
+				}
+			}
+		})
+	}
+}
