@@ -45,14 +45,15 @@ func (q Query) Where(param func(value any) string) (string, error) {
 			if c.Not {
 				op = " != "
 			}
-			part := "v." + string(col) + op + param(c.Value)
+			column := "v." + string(col)
 			if col == ColumnNamespace && narrowed {
 				// Without statistics SQLite reads the namespace's index
 				// over the whole window rather than the uid indexes of an
 				// OR beside it (280 ms against 10 ms at 10^7 versions,
 				// TestHistoryQueryAtScale); the expression keeps it off.
-				part = "(v." + string(col) + " || '')" + op + param(c.Value)
+				column = "(" + column + " || '')"
 			}
+			part := column + op + param(c.Value)
 			if !c.Not && c.Value != "" {
 				// Implied, and written out for SQLite: its planner uses a
 				// partial index (WHERE col != '') only when the query
