@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Runs the whole test suite the way CI does, tier by tier, and prints how long
 # each phase took at the end:
-#   deps         Debian test packages (apt-get, as root); etcd, kube-apiserver
-#                and kubectl v1.36.3 built from the Go module proxy into
-#                _output/bin (instant when cached). The builds run in the
-#                background: only the integration tier needs them.
-#   verify       gofmt, go vet, staticcheck, generated code (hack/verify-*.sh).
+#   deps         Debian test packages (apt-get, as root).
+#   vet          gofmt and go vet (hack/verify-gofmt.sh, hack/verify-govet.sh).
+#                go vet compiles every dependency of the module: the plain
+#                build that everything after it but the race and fuzz builds
+#                reuses (see "One plain build" below).
+#   kube         etcd, kube-apiserver and kubectl v1.36.3 built from the Go
+#                module proxy into _output/bin (instant when cached), in the
+#                background from here on: only the integration tier needs
+#                them, and the phases beside it compile other trees.
+#   verify       staticcheck and generated code (the other hack/verify-*.sh).
 #   fuzz         the decode, convert and validate path, bounded (hack/fuzz.sh).
 #   unit         go test -race ./pkg/... ./internal/... ./cmd/...: no binaries,
 #                no child processes; under -short, tests that start servers
@@ -50,8 +55,36 @@ report() {
 }
 trap report EXIT
 
+# One plain build. A package compiled once is reused by every later go
+# command whose flags give it the same action ID; CGO_ENABLED and -trimpath
+# are part of that ID. hack/build-etcd.sh, hack/build-kube.sh and
+# hack/build-image.sh (TestImage) build static binaries, CGO_ENABLED=0 and
+# -trimpath (the image's bytes must not depend on where it was built), so
+# every plain go command here does the same: go vet's compiles then serve
+# the etcd and kube builds (kube's module resolves the same versions as ours
+# for every module both use), the integration test binaries, the server
+# the tests start and the image. The race detector needs cgo: the race
+# phases set CGO_ENABLED=1 and share one race build among themselves. The
+# fuzzing build instruments every package, so it shares nothing.
+export CGO_ENABLED=0
+GOFLAGS="$(go env GOFLAGS)"
+[[ " ${GOFLAGS} " == *" -trimpath "* ]] || GOFLAGS="${GOFLAGS:+${GOFLAGS} }-trimpath"
+export GOFLAGS
+
 # --- deps
 timed "Debian test packages" bash hack/install-test-packages.sh
+
+# --- vet
+vet() {
+  bash hack/verify-gofmt.sh
+  bash hack/verify-govet.sh
+}
+timed "Verifying: gofmt, go vet" vet
+
+# Two go commands compiling the same package at once both do the work, so
+# the kube build starts only now that go vet has compiled what it shares,
+# and beside it run phases that compile other trees (the generators,
+# staticcheck's own analysis, the fuzzing and race builds).
 log "Building etcd, kube-apiserver and kubectl in the background (log: _output/build-deps.log)"
 deps_start=${SECONDS}
 (bash hack/build-etcd.sh && bash hack/build-kube.sh) >"${OUT}/build-deps.log" 2>&1 &
@@ -62,6 +95,8 @@ verify() {
   local v
   for v in hack/verify-*.sh; do
     case "${v}" in
+      # Run in the vet phase above.
+      *-gofmt.sh|*-govet.sh) ;;
       # The self-test runs verify-codegen.sh on an unmodified copy of the
       # tree, which is the check itself, so it is not run a second time.
       *-codegen.sh) ;;
@@ -69,7 +104,7 @@ verify() {
     esac
   done
 }
-timed "Verifying" verify
+timed "Verifying: staticcheck, generated code" verify
 
 # --- fuzz
 timed "Fuzzing the decode, convert and validate path (bounded)" env FUZZ_TIME="${FUZZ_TIME:-15s}" bash hack/fuzz.sh
@@ -77,7 +112,7 @@ timed "Fuzzing the decode, convert and validate path (bounded)" env FUZZ_TIME="$
 # --- unit
 unit() {
   # shellcheck disable=SC2086
-  go test -race -short -count=1 -timeout 10m ${GO_TEST_FLAGS:-} ./pkg/... ./internal/... ./cmd/... 2>&1 |
+  CGO_ENABLED=1 go test -race -short -count=1 -timeout 10m ${GO_TEST_FLAGS:-} ./pkg/... ./internal/... ./cmd/... 2>&1 |
     tee "${OUT}/go-test-unit.log"
 }
 timed "Unit tests, with the race detector" unit
@@ -98,7 +133,7 @@ RACE_INTEGRATION_TESTS='^(TestWatch.*|TestStorm.*|TestEtcdKilledUnderLoad|TestCo
 parallel="${INTEGRATION_PARALLEL:-4}"
 integration_race() {
   # shellcheck disable=SC2086
-  EVENT_APISERVER_RACE=1 go test -race -count=1 -parallel "${parallel}" -timeout 30m -run "${RACE_INTEGRATION_TESTS}" \
+  CGO_ENABLED=1 EVENT_APISERVER_RACE=1 go test -race -count=1 -parallel "${parallel}" -timeout 30m -run "${RACE_INTEGRATION_TESTS}" \
     ${GO_TEST_FLAGS:-} ./test/... 2>&1 | tee "${OUT}/go-test-race.log"
 }
 integration() {

@@ -67,20 +67,33 @@ func WaitReadyz(ctx context.Context, p *Process, config func() (*rest.Config, er
 
 // getOK is nil when GET url answers 200.
 func getOK(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := Get(ctx, client, url)
 	if err != nil {
 		return err
+	}
+	// Read to the end so that the connection is reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 16<<10))
+	return body.Close()
+}
+
+// Get is the body of GET url's 200 answer, for the caller to close. Any
+// other status is an error carrying the start of the body (a Status, or
+// /readyz's list of failed checks).
+func Get(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d %s", req.URL.Path, resp.StatusCode, bytes.TrimSpace(body))
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
+		return nil, fmt.Errorf("GET %s: %d %s", req.URL.RequestURI(), resp.StatusCode, bytes.TrimSpace(body))
 	}
-	return nil
+	return resp.Body, nil
 }
 
 // httpClientFor is a plain HTTP client with the rest.Config's TLS settings

@@ -16,7 +16,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
-	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
+	eventstorage "github.com/eventapiserver/event-apiserver/pkg/registry/event/storage"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
@@ -64,7 +64,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		return nil, err
 	}
 
-	store, err := event.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL)
+	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("creating Event storage: %w", err)
 	}

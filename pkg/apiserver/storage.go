@@ -34,16 +34,17 @@ func NewStorageFactory(storageConfig storagebackend.Config, storageMediaType str
 
 // ApplyStorageTo installs the Event storage stack into config. Where
 // genericregistry.StorageWithCacher would put a cacher over etcd3, the Store
-// of pkg/registry/event gets this stack, in the order a request meets it:
+// of pkg/registry/event/storage gets this stack, in the order a request
+// meets it:
 //
 //  1. watchresume.Storage, the cacher's delegator: LIST, GET and WATCH are
 //     served from the watch cache, whose indexes pkg/fieldselectors declares
-//     and pkg/registry/event hands over; writes and consistent reads go to
-//     etcd through it, as in genericregistry.StorageWithCacher. A WATCH from
-//     a revision older than the cache's window, which the cacher would answer
-//     410, is served from etcd's history instead, as kube-apiserver's
-//     uncached Event watches are; so is a LIST while the cache is still
-//     filling, which the cacher would answer 429.
+//     and pkg/registry/event/storage hands over; writes and consistent reads
+//     go to etcd through it, as in genericregistry.StorageWithCacher. A
+//     WATCH from a revision older than the cache's window, which the cacher
+//     would answer 410, is served from etcd's history instead, as
+//     kube-apiserver's uncached Event watches are; so is a LIST while the
+//     cache is still filling, which the cacher would answer 429.
 //  2. The cacher (k8s.io/apiserver storage/cacher), beside it: fed by one
 //     etcd watch through the layers below.
 //  3. etcdhealth's gate: while etcd does not answer or is out of space

@@ -246,12 +246,12 @@ const eventLabel = "\x00event"
 // it returns beside every Event it holds (cacher store.Element.Fields, and
 // twice per change in its event history); as SelectableFields, that set was
 // the largest single cost per cached Event (a Go map of 13 to 19 entries,
-// BenchmarkCacheMemory, figures in docs/benchmarks.md). So the set holds
-// only what the cacher reads itself, metadata.namespace and metadata.name
-// (cacher.dispatchEvent routes events by them), and the Event, and the
-// selectors Matcher builds read every other field from that Event when they
-// are matched. Objects in the watch cache are never modified, so a value read
-// at match time is the one GetAttrs would have stored.
+// BenchmarkCacheMemory). So the set holds only what the cacher reads itself,
+// metadata.namespace and metadata.name (cacher.dispatchEvent routes events
+// by them), and the Event, and the selectors Matcher builds read every
+// other field from that Event when they are matched. Objects in the watch
+// cache are never modified, so a value read at match time is the one
+// GetAttrs would have stored.
 //
 // The Event rides in the set as a string whose data pointer is the Event: a
 // fields.Set is a map of strings, and a string's data pointer is traced by

@@ -92,9 +92,9 @@ func indexFields(selector fields.Selector) []string {
 // WithinNamespace adapts a predicate to a list of one namespace. A
 // reporter's bucket holds its Events of every namespace: for a common
 // reporter it is far larger than the namespace such a list reads without it
-// (BenchmarkGetList ns/reporter-indexed against ns/reporter prices the two;
-// figures in docs/benchmarks.md). Scanning the namespace costs at most what
-// kube-apiserver pays for every selector; the finer indexes stay.
+// (BenchmarkGetList ns/reporter-indexed against ns/reporter prices the two).
+// Scanning the namespace costs at most what kube-apiserver pays for every
+// selector; the finer indexes stay.
 func WithinNamespace(p storage.SelectionPredicate) storage.SelectionPredicate {
 	var kept []string
 	for _, label := range p.IndexFields {

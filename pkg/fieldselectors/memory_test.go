@@ -55,12 +55,12 @@ func BenchmarkCacheMemory(b *testing.B) {
 		{"indexes=shipped,intern=none", Indexers, GetAttrs, codec},
 		// What serving the plain reference selectors from the OR indexes'
 		// buckets would keep; against indexes=shipped it saves too little
-		// to give up exact buckets for (figures in docs/benchmarks.md).
+		// to give up exact buckets for (this case against indexes=shipped).
 		{"indexes=or", indexes("involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "reportingComponent"), GetAttrs, interned},
 		{"indexes=none", indexes(), GetAttrs, interned},
 		// Not servable (the cacher would route no event by namespace): the
-		// floor, to price the set GetAttrs returns against indexes=none
-		// (figures in docs/benchmarks.md). That set is a Go map of three
+		// floor, to price the set GetAttrs returns against indexes=none.
+		// That set is a Go map of three
 		// entries, one 8-slot group, whatever the Event holds.
 		{"indexes=none,fields=none", indexes(), noFields, interned},
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
 	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
-	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
+	eventstorage "github.com/eventapiserver/event-apiserver/pkg/registry/event/storage"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
 )
@@ -54,14 +54,14 @@ func testEtcd(t *testing.T) string {
 
 // testStore builds the Event store the server builds: options getter from
 // EtcdOptions, wrapped by NewRESTOptionsGetter, and waits for its cache.
-func testStore(t *testing.T, etcdURL string, watchCache bool) *event.REST {
+func testStore(t *testing.T, etcdURL string, watchCache bool) *eventstorage.REST {
 	t.Helper()
 	store := newTestStore(t, etcdURL, watchCache, etcdhealth.NewGate().Storage)
 	waitCacheReady(t, store)
 	return store
 }
 
-func waitCacheReady(t *testing.T, store *event.REST) {
+func waitCacheReady(t *testing.T, store *eventstorage.REST) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -74,7 +74,7 @@ func waitCacheReady(t *testing.T, store *event.REST) {
 
 // newTestStore builds that store over wrap (the etcd3 store's wrapper) and
 // does not wait for its cache.
-func newTestStore(t *testing.T, etcdURL string, watchCache bool, wrap watchresume.WrapEtcd) *event.REST {
+func newTestStore(t *testing.T, etcdURL string, watchCache bool, wrap watchresume.WrapEtcd) *eventstorage.REST {
 	t.Helper()
 	options := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
 	options.StorageConfig.Transport.ServerList = []string{etcdURL}
@@ -82,7 +82,7 @@ func newTestStore(t *testing.T, etcdURL string, watchCache bool, wrap watchresum
 	options.EnableWatchCache = watchCache
 	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
 	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, wrap)
-	store, err := event.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
+	store, err := eventstorage.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func requestContext() context.Context {
 }
 
 // createEvent writes a core/v1-style Event and returns its resource version.
-func createEvent(t *testing.T, store *event.REST, name string) string {
+func createEvent(t *testing.T, store *eventstorage.REST, name string) string {
 	t.Helper()
 	obj := &core.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: testNamespace},
@@ -122,7 +122,7 @@ func metaOf(t *testing.T, obj any) metav1.Object {
 	return accessor
 }
 
-func watchFrom(t *testing.T, store *event.REST, rv string, bookmarks bool) watch.Interface {
+func watchFrom(t *testing.T, store *eventstorage.REST, rv string, bookmarks bool) watch.Interface {
 	t.Helper()
 	w, err := store.Watch(requestContext(), &metainternalversion.ListOptions{
 		ResourceVersion:     rv,
@@ -285,7 +285,7 @@ func etcdClient(t *testing.T, url string) *clientv3.Client {
 	return client
 }
 
-func listConsistent(t *testing.T, store *event.REST) *core.EventList {
+func listConsistent(t *testing.T, store *eventstorage.REST) *core.EventList {
 	t.Helper()
 	out, err := store.List(requestContext(), &metainternalversion.ListOptions{})
 	if err != nil {

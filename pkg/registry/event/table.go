@@ -31,11 +31,13 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Name", Type: "string", Priority: 1, Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
 }
 
-type tableConvertor struct{}
+// TableConvertor is the Event store's table: the columns of kubectl get
+// events, as kube-apiserver prints them.
+type TableConvertor struct{}
 
 // ConvertToTable always fills every column, as kube-apiserver's table
 // convertor does; clients hide the priority-1 ones unless -o wide.
-func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+func (TableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
 	noHeaders := false
 	if tableOptions != nil {
 		opts, ok := tableOptions.(*metav1.TableOptions)

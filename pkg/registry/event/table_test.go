@@ -121,7 +121,7 @@ func TestConvertToTable(t *testing.T) {
 		{name: "bad options", obj: &event, options: &metav1.Status{}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table, err := tableConvertor{}.ConvertToTable(context.Background(), tc.obj, tc.options)
+			table, err := TableConvertor{}.ConvertToTable(context.Background(), tc.obj, tc.options)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatal("no error")

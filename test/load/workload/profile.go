@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
 )
 
 // CPUProfile fetches a CPU profile of d from the server's
@@ -20,24 +21,16 @@ func CPUProfile(ctx context.Context, t Target, d time.Duration, path string) err
 		return err
 	}
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", c.Host, max(1, int(d/time.Second)))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := testbed.Get(ctx, client, url)
 	if err != nil {
 		return err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
-	}
+	defer func() { _ = body.Close() }()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -11,7 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/eventapiserver/event-apiserver/pkg/etcdclient"
 )
 
 // Both servers store an Event under /registry/events/<namespace>/<name> as
@@ -99,6 +102,8 @@ func putIfAbsent(ctx context.Context, c *clientv3.Client, key string, value []by
 	return nil
 }
 
+// newEtcdClient dials etcd as the server's own clients do (pkg/etcdclient).
 func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second})
+	return etcdclient.New(storagebackend.TransportConfig{ServerList: endpoints},
+		etcdclient.WithDialTimeout(10*time.Second))
 }

@@ -1,4 +1,4 @@
-package event
+package storage
 
 import (
 	"context"
@@ -104,10 +104,20 @@ func coreRequest(namespace string) context.Context {
 	})
 }
 
+// eventIn is what client-go's tools/record writes through core/v1.
 func eventIn(namespace, name, eventType string) *core.Event {
-	e := legacyEvent()
-	e.Name, e.Namespace, e.InvolvedObject.Namespace, e.Type = name, namespace, namespace, eventType
-	return e
+	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	return &core.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: namespace},
+		InvolvedObject: core.ObjectReference{Kind: "Pod", Namespace: namespace, Name: "pod"},
+		Reason:         "Started",
+		Message:        "Started container",
+		Source:         core.EventSource{Component: "kubelet", Host: "node-1"},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+		Type:           eventType,
+	}
 }
 
 var storeModes = []struct {

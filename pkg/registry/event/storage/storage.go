@@ -1,4 +1,8 @@
-package event
+// Package storage builds the Event store: the registry's generic Store
+// over etcd with the strategy, the selectable fields and their indexes, the
+// TTL and the table of pkg/registry/event, as kube-apiserver's
+// pkg/registry/core/event/storage does.
+package storage
 
 import (
 	"context"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
+	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
@@ -33,7 +38,7 @@ var (
 // Event's TTL (--event-ttl, or its --event-ttl-rule); zero means never
 // expire.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRules *ttl.Rules) (*REST, error) {
-	strategy := NewStrategy(scheme)
+	strategy := event.NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &core.Event{} },
 		NewListFunc:               func() runtime.Object { return &core.EventList{} },
@@ -46,7 +51,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRu
 		UpdateStrategy: strategy,
 		DeleteStrategy: strategy,
 
-		TableConvertor: tableConvertor{},
+		TableConvertor: event.TableConvertor{},
 	}
 	options := &generic.StoreOptions{
 		RESTOptions: optsGetter,
