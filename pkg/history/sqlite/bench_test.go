@@ -129,7 +129,7 @@ func benchFillEnd(ctx context.Context, path string, rows int) (time.Time, error)
 // schema and a sound B-tree, and the verification passes on it.
 func TestBenchFillBulk(t *testing.T) {
 	ctx := context.Background()
-	h := storetest.NewBenchHistory(30000, time.Now().Truncate(time.Second))
+	h := storetest.NewBenchHistory(10000, time.Now().Truncate(time.Second))
 	bulkPath := filepath.Join(t.TempDir(), "bulk.db")
 	if err := fillBulk(ctx, bulkPath, h, benchSource(h), t.Logf); err != nil {
 		t.Fatal(err)
