@@ -4,6 +4,11 @@
 # hack/update-codegen.sh produces. The generator runs in a copy of the tree so
 # that the checkout, which others may be editing, is never written to.
 # Needs no network beyond the Go module proxy.
+#
+# Env: VERIFY_CODEGEN_KEEP, a path that does not exist yet: the regenerated
+#      copy is moved there instead of removed (hack/verify-codegen-selftest.sh
+#      compares an edited tree with it rather than running the generators a
+#      second time).
 set -o errexit -o nounset -o pipefail
 
 # shellcheck source=lib/init.sh
@@ -45,30 +50,13 @@ if ! bash "${COPY}/hack/update-codegen.sh" >"${TMP_DIR}/update-codegen.log" 2>&1
     fail "hack/update-codegen.sh failed in the copy"
 fi
 
-# generated_files prints the generated files under a tree, one per line.
-generated_files() {
-    (cd "$1" && {
-        find . \( -path ./.git -o -path ./_output \) -prune -o -type f -name 'zz_generated.*.go' -printf '%P\n'
-        if [[ -d pkg/generated/openapi ]]; then
-            find pkg/generated/openapi -type f
-        fi
-        if [[ -f hack/api-rules-violations.list ]]; then
-            echo hack/api-rules-violations.list
-        fi
-    })
-}
-
+# shellcheck source=lib/codegen.sh
+source "${REPO_ROOT}/hack/lib/codegen.sh"
 status=0
-while IFS= read -r f; do
-    want="${COPY}/${f}"
-    have="${REPO_ROOT}/${f}"
-    [[ -e "${want}" ]] || want=/dev/null
-    [[ -e "${have}" ]] || have=/dev/null
-    if ! diff -u --label "checkout/${f}" --label "generated/${f}" "${have}" "${want}"; then
-        status=1
-    fi
-done < <({ generated_files "${REPO_ROOT}"; generated_files "${COPY}"; } | sort -u)
-
+codegen::diff "${REPO_ROOT}" "${COPY}" checkout || status=$?
+if [[ -n "${VERIFY_CODEGEN_KEEP:-}" ]]; then
+    mv "${COPY}" "${VERIFY_CODEGEN_KEEP}"
+fi
 if [[ "${status}" -ne 0 ]]; then
     fail "Generated files are out of date (diff above: checkout → generated). Run hack/update-codegen.sh."
 fi
