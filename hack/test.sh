@@ -38,18 +38,35 @@ OUT="${REPO_ROOT}/_output"
 
 phases=()
 suite_start=${SECONDS}
-# timed NAME CMD...: runs CMD, recording its wall time under NAME.
+# children_cpu sets CPU to the user+system CPU seconds of this shell's
+# waited-for children so far. bash's times must run in this shell, not in a
+# command substitution's subshell, which would count its own. A phase's CPU
+# beside its wall time says whether it kept both cores busy; the background
+# build's CPU is counted in the phase that waits for it.
+CPU=0
+children_cpu() {
+  local line
+  times >"${OUT}/.times"
+  line="$(tail -n 1 "${OUT}/.times")"
+  CPU="$(awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] } printf "%d\n", t }' <<<"${line}")"
+}
+# timed NAME CMD...: runs CMD, recording its wall and CPU time under NAME.
 timed() {
-  local name="$1" start=${SECONDS}
+  local name="$1" start=${SECONDS} cpu_start
+  children_cpu
+  cpu_start=${CPU}
   shift
   log "${name}"
   "$@"
-  phases+=("$(printf '%5ds  %s' $((SECONDS - start)) "${name}")")
+  children_cpu
+  phases+=("$(printf '%5ds %6ds  %s' $((SECONDS - start)) $((CPU - cpu_start)) "${name}")")
 }
 report() {
   local status=$?
   [[ ${#phases[@]} -gt 0 ]] || return "${status}"
-  log "Wall time by phase (total $((SECONDS - suite_start))s$([[ ${status} == 0 ]] || echo ", FAILED"))"
+  children_cpu
+  log "Wall and CPU time by phase (total $((SECONDS - suite_start))s, CPU ${CPU}s$([[ ${status} == 0 ]] || echo ", FAILED"))"
+  printf '     wall    cpu\n' >&2
   printf '    %s\n' "${phases[@]}" >&2
   return "${status}"
 }
