@@ -428,29 +428,6 @@ func startOurTarget(t *testing.T) *apiTarget {
 	}
 }
 
-// besideKube runs a scenario against our server (ours starts it) and the
-// same against kube-apiserver (kube gets a fresh startKubeTarget; it is not
-// called when kube-apiserver has not been built) at once, each in a parallel
-// subtest, and returns when both have ended. The two share no process or
-// etcd, and each scenario waits mostly on restarts and client back-off, so
-// side by side the test takes the longer of the two rather than their sum.
-// A subtest that fails leaves what it would have returned unset.
-func besideKube(t *testing.T, ours func(t *testing.T), kube func(t *testing.T, target *apiTarget)) {
-	t.Helper()
-	t.Run("side by side", func(t *testing.T) {
-		t.Run("event-apiserver", func(t *testing.T) {
-			t.Parallel()
-			ours(t)
-		})
-		t.Run("kube-apiserver", func(t *testing.T) {
-			t.Parallel()
-			if target := startKubeTarget(t); target != nil {
-				kube(t, target)
-			}
-		})
-	})
-}
-
 // startKubeTarget runs kube-apiserver over its own etcd process; nil (and a
 // log line) when its binary has not been built.
 func startKubeTarget(t *testing.T) *apiTarget {
