@@ -258,7 +258,11 @@ func TestDeployKubeletless(t *testing.T) {
 
 	// Two replicas of the aggregated Deployment, with short certificate
 	// lifetimes added the way an overlay would add flags: the serving
-	// certificate is renewed after 40 s, the CA after 80 s.
+	// certificate is renewed after 20 s (signed by the first CA), the CA
+	// after 40 s together with the leaf it signs. Each leaf is renewed 10 s
+	// before it expires, ten times the replicas' 1 s Secret resync; the
+	// renewal test below waits for the CA's turn, so these lifetimes are
+	// most of its length (with twice them it took 76 s of a 126 s test).
 	deploy := &appsv1.Deployment{}
 	fromUnstructured(t, findObject(t, aggObjs, "Deployment", "event-apiserver"), deploy)
 	if *deploy.Spec.Replicas != int32(len(replicaIPs)) {
@@ -266,7 +270,7 @@ func TestDeployKubeletless(t *testing.T) {
 	}
 	tmpl := deploy.Spec.Template.DeepCopy()
 	tmpl.Spec.Containers[0].Args = append(tmpl.Spec.Containers[0].Args,
-		"--serving-cert-validity=60s", "--serving-cert-ca-validity=120s")
+		"--serving-cert-validity=30s", "--serving-cert-ca-validity=60s")
 	for i, ip := range replicaIPs {
 		p, err := c.kubelet.RunPod(ctx, fmt.Sprintf("event-apiserver-%d", i), deployNamespace, ip, *tmpl)
 		if err != nil {
