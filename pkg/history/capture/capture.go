@@ -219,23 +219,36 @@ func (c *Capture) itemFor(ev *clientv3.Event) (item, bool) {
 	now := time.Now()
 	switch {
 	case ev.Type == clientv3.EventTypePut:
-		event, ok := c.decode(ev.Kv.Key, ev.Kv.Value)
+		v, ok := c.version(ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision, now)
 		if !ok {
 			return item{}, false
 		}
-		v := history.NewVersion(event, ev.Kv.ModRevision, ev.Kv.Value, now)
 		return item{revision: ev.Kv.ModRevision, version: &v, weight: int64(len(ev.Kv.Value)) + itemOverhead, received: now}, true
 	case ev.PrevKv != nil:
-		event, ok := c.decode(ev.Kv.Key, ev.PrevKv.Value)
+		prev, ok := c.version(ev.Kv.Key, ev.PrevKv.Value, ev.PrevKv.ModRevision, now)
 		if !ok {
 			return item{}, false
 		}
-		d := history.Deletion{UID: string(event.UID), Revision: ev.Kv.ModRevision, At: now}
+		d := history.Deletion{UID: prev.UID, Revision: ev.Kv.ModRevision, At: now}
 		return item{revision: ev.Kv.ModRevision, deletion: &d, weight: itemOverhead, received: now}, true
 	default:
 		klog.InfoS("Event deleted without its previous value; its deletion is not in history", "key", string(ev.Kv.Key))
 		return item{}, false
 	}
+}
+
+// version describes the Event stored as value: read from its protobuf
+// fields when it is a core/v1 Event in the storage's envelope, as every
+// value the Kubernetes storage writes is, else decoded in full.
+func (c *Capture) version(key, value []byte, revision int64, now time.Time) (history.Version, bool) {
+	if v, ok := versionFromProto(value, revision, now); ok {
+		return v, true
+	}
+	event, ok := c.decode(key, value)
+	if !ok {
+		return history.Version{}, false
+	}
+	return history.NewVersion(event, revision, value, now), true
 }
 
 func (c *Capture) decode(key, value []byte) (*core.Event, bool) {

@@ -28,9 +28,21 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"k8s.io/klog/v2"
+
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 )
 
+// schemaVersion is the file's PRAGMA user_version once schema is in place.
+// Files written before it was set (user_version 0) are migrated by migrate.
+const schemaVersion = 2
+
+// schema is version 2. A version is identified by its etcd key and mod
+// revision, (namespace, name, revision), which versions_by_name already
+// orders for Get: its uniqueness is what makes writes idempotent, so the
+// table keeps no primary key of its own (version 1 had (revision, uid), a
+// tenth of every insert's B-tree work for an index nothing read). Retention
+// deletes in insertion order, the rowid's, so no index on observed_at either.
 const schema = `
 CREATE TABLE IF NOT EXISTS versions (
 	uid TEXT NOT NULL,
@@ -48,19 +60,17 @@ CREATE TABLE IF NOT EXISTS versions (
 	reporting_controller TEXT NOT NULL,
 	last_seen INTEGER NOT NULL,
 	observed_at INTEGER NOT NULL,
-	object BLOB NOT NULL,
-	PRIMARY KEY (revision, uid)
+	object BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS versions_by_time ON versions (last_seen DESC, revision DESC);
 CREATE INDEX IF NOT EXISTS versions_by_namespace ON versions (namespace, last_seen DESC, revision DESC);
-CREATE INDEX IF NOT EXISTS versions_by_name ON versions (namespace, name, revision);
+CREATE UNIQUE INDEX IF NOT EXISTS versions_by_key ON versions (namespace, name, revision);
 CREATE INDEX IF NOT EXISTS versions_by_regarding_uid ON versions (regarding_uid, last_seen DESC, revision DESC);
 CREATE INDEX IF NOT EXISTS versions_by_regarding_name ON versions (regarding_name, last_seen DESC, revision DESC);
 -- Most Events have no related object: these hold only those that do, and
 -- Query.Where says related_uid != '' so that the planner may use them.
 CREATE INDEX IF NOT EXISTS versions_by_related_uid ON versions (related_uid, last_seen DESC, revision DESC) WHERE related_uid != '';
 CREATE INDEX IF NOT EXISTS versions_by_related_name ON versions (related_name, last_seen DESC, revision DESC) WHERE related_name != '';
-CREATE INDEX IF NOT EXISTS versions_by_observed ON versions (observed_at);
 CREATE TABLE IF NOT EXISTS deletions (
 	uid TEXT PRIMARY KEY,
 	revision INTEGER NOT NULL,
@@ -76,6 +86,16 @@ CREATE TABLE IF NOT EXISTS progress (
 	source TEXT PRIMARY KEY,
 	revision INTEGER NOT NULL
 );
+`
+
+// migrateV1 turns a version 1 file into version 2 in one transaction: the
+// unique key index replaces versions_by_name, the observed_at index goes.
+// Its primary key stays (SQLite cannot drop one without copying the table):
+// such a file keeps paying for that index on insert, and nothing else differs.
+const migrateV1 = `
+CREATE UNIQUE INDEX IF NOT EXISTS versions_by_key ON versions (namespace, name, revision);
+DROP INDEX IF EXISTS versions_by_name;
+DROP INDEX IF EXISTS versions_by_observed;
 `
 
 // Store is a history.Store in one SQLite file.
@@ -124,9 +144,9 @@ func Open(path string) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	if _, err := db.Exec(schema); err != nil {
+	if err := migrate(db); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("creating history schema in %s: %w", path, err)
+		return nil, fmt.Errorf("history schema in %s: %w", path, err)
 	}
 	if err := initRowCount(db); err != nil {
 		db.Close()
@@ -140,6 +160,46 @@ func Open(path string) (*Store, error) {
 	read.SetMaxOpenConns(maxReaders)
 	read.SetMaxIdleConns(maxReaders)
 	return &Store{db: db, read: read}, nil
+}
+
+// migrate creates the schema in a new file, brings a version 1 file to
+// version 2, and refuses a file from a newer server rather than write rows
+// its indexes would not describe.
+func migrate(db *sql.DB) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var version int
+	if err := tx.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	switch {
+	case version == schemaVersion:
+		return nil
+	case version > schemaVersion:
+		return fmt.Errorf("the file has schema version %d, this server knows up to %d: "+
+			"run a newer event-apiserver, or move the file away to start an empty history", version, schemaVersion)
+	}
+	var tables int
+	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'versions'`).Scan(&tables); err != nil {
+		return err
+	}
+	if tables > 0 {
+		klog.InfoS("Migrating the Event history file to schema version 2: building the unique key index once", "version", 1)
+		if _, err := tx.Exec(migrateV1); err != nil {
+			return fmt.Errorf("migrating from schema version 1: %w", err)
+		}
+	}
+	if _, err := tx.Exec(schema); err != nil {
+		return err
+	}
+	// PRAGMA takes no parameter; the value is a constant.
+	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // initRowCount fills the row counter of a file made before it existed.
@@ -376,21 +436,33 @@ func scanRecord(row scanner) (history.Record, error) {
 	return r, nil
 }
 
+// Retain deletes in rowid order, the order capture inserted versions in,
+// which is the order it observed them in up to the clocks of replicas: no
+// index on observed_at to keep up on every insert. A pass stops at the
+// first batchSize rows in a row that are all too young, so a row observed
+// later than its neighbours (a replica's clock ahead) holds up no other.
 func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, batchSize int) (int64, error) {
 	if batchSize <= 0 {
 		batchSize = 1000
 	}
 	var deleted int64
-	for ctx.Err() == nil {
-		n, err := s.deleteOldest(ctx, `WHERE observed_at < ?`, cutoff.UnixNano(), batchSize)
+	// The oldest rows, and of those the ones observed before cutoff. A row
+	// kept by the filter stays at the head of the next batch: the window
+	// moves on only by what was deleted, so a pass ends once a whole window
+	// is young.
+	byAge := `DELETE FROM versions WHERE rowid IN (SELECT rowid FROM
+		(SELECT rowid, observed_at FROM versions ORDER BY rowid LIMIT ?) WHERE observed_at < ?)`
+	for !cutoff.IsZero() && ctx.Err() == nil {
+		n, err := s.deleteOldest(ctx, byAge, batchSize, cutoff.UnixNano())
 		if err != nil {
 			return deleted, err
 		}
 		deleted += n
-		if n < int64(batchSize) {
+		if n == 0 {
 			break
 		}
 	}
+	bySize := `DELETE FROM versions WHERE rowid IN (SELECT rowid FROM versions ORDER BY rowid LIMIT ?)`
 	for maxBytes > 0 && ctx.Err() == nil {
 		stats, err := s.Stats(ctx)
 		if err != nil {
@@ -399,7 +471,7 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, ba
 		if stats.Bytes <= maxBytes || stats.Rows == 0 {
 			break
 		}
-		n, err := s.deleteOldest(ctx, ``, nil, batchSize)
+		n, err := s.deleteOldest(ctx, bySize, batchSize)
 		if err != nil {
 			return deleted, err
 		}
@@ -411,20 +483,20 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, ba
 	if deleted > 0 {
 		// A version is observed before its Event's deletion, so a deletion
 		// older than every remaining version belongs to no remaining row.
+		// The oldest rows by rowid stand for every row: a few thousand
+		// rather than a scan of the table.
 		if _, err := s.db.ExecContext(ctx, `DELETE FROM deletions WHERE deleted_at <
-			(SELECT coalesce(min(observed_at), 9223372036854775807) FROM versions)`); err != nil {
+			(SELECT coalesce(min(observed_at), 9223372036854775807) FROM
+				(SELECT observed_at FROM versions ORDER BY rowid LIMIT ?))`, batchSize); err != nil {
 			return deleted, err
 		}
 	}
 	return deleted, ctx.Err()
 }
 
-func (s *Store) deleteOldest(ctx context.Context, where string, arg any, limit int) (int64, error) {
-	query := `DELETE FROM versions WHERE rowid IN (SELECT rowid FROM versions ` + where + ` ORDER BY observed_at LIMIT ?)`
-	args := []any{limit}
-	if arg != nil {
-		args = []any{arg, limit}
-	}
+// deleteOldest runs one of Retain's DELETEs in its own transaction, so that
+// capture's writes wait for one batch at most.
+func (s *Store) deleteOldest(ctx context.Context, query string, args ...any) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err

@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +136,73 @@ func TestWriteMany(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMigrateV1: a file written by schema version 1 (no user_version, a
+// primary key on (revision, uid), versions_by_name and versions_by_observed)
+// opens with its rows, takes writes idempotently and says version 2; a file
+// from a newer schema is refused.
+func TestMigrateV1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "history.db")
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := strings.Replace(schema, "\tobject BLOB NOT NULL\n);", "\tobject BLOB NOT NULL,\n\tPRIMARY KEY (revision, uid)\n);", 1)
+	v1 = strings.Replace(v1, "CREATE UNIQUE INDEX IF NOT EXISTS versions_by_key", "CREATE INDEX IF NOT EXISTS versions_by_name", 1)
+	v1 += "CREATE INDEX IF NOT EXISTS versions_by_observed ON versions (observed_at);"
+	if _, err := old.Exec(v1); err != nil {
+		t.Fatal(err)
+	}
+	a := storetest.Version("a", 1, "p", 1)
+	if _, err := old.Exec(`INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.UID, a.Revision, a.Namespace, a.Name, a.RegardingUID, a.RegardingName, a.RegardingNamespace, a.RegardingKind,
+		a.RelatedUID, a.RelatedName, a.Reason, a.Type, a.ReportingController, a.LastSeen.UnixNano(), a.ObservedAt.UnixNano(), a.Object); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := history.Batch{Versions: []history.Version{a, storetest.Version("b", 2, "p", 2)}}
+	for range 2 {
+		if err := s.Write(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Rows != 2 {
+		t.Fatalf("rows = %d (%v), want 2", st.Rows, err)
+	}
+	if got, err := s.List(ctx, history.Query{}); err != nil || len(got) != 2 {
+		t.Fatalf("listed %d (%v), want 2", len(got), err)
+	}
+	var version int
+	var indexes string
+	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != schemaVersion {
+		t.Fatalf("user_version = %d (%v), want %d", version, err, schemaVersion)
+	}
+	if err := s.db.QueryRow(`SELECT group_concat(name, ' ') FROM sqlite_schema WHERE type = 'index' AND name LIKE 'versions_by_%'`).Scan(&indexes); err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, name := range strings.Fields(indexes) {
+		have[name] = true
+	}
+	if have["versions_by_observed"] || have["versions_by_name"] || !have["versions_by_key"] {
+		t.Errorf("indexes after migration: %s", indexes)
+	}
+	if _, err := s.db.Exec(`PRAGMA user_version = 3`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(path); err == nil {
+		s.Close()
+		t.Fatal("a file of schema version 3 opened")
+	} else if !strings.Contains(err.Error(), "schema version 3") {
+		t.Errorf("refusal says %q", err)
 	}
 }
