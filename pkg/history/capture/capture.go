@@ -12,10 +12,13 @@
 // has not read, memory stays bounded, nothing is dropped. When the store
 // fails, the writer retries and the queue fills: the Events API goes on.
 //
-// On start, capture resumes from the stored revision. When there is none, or
-// etcd has compacted past it, it reads the whole prefix at one revision and
-// watches from there (a relist): versions written and replaced while capture
-// was away and compacted since are lost, which the log line and
+// On start, capture resumes from the stored revision. When there is none, it
+// watches from etcd's first revision while etcd still holds them all: the
+// server takes writes before capture starts, and a version replaced
+// meanwhile is in etcd's history only. When etcd has compacted past where
+// capture would start, it reads the whole prefix at one revision and watches
+// from there (a relist): versions written and replaced while capture was
+// away and compacted since are lost, which the log line and
 // event_apiserver_history_capture_relists_total{reason="compacted"} say.
 package capture
 
@@ -147,8 +150,18 @@ func (c *Capture) follow(ctx context.Context) error {
 	}
 	next := stored + 1
 	if !ok {
-		if next, err = c.relist(ctx, "start"); err != nil {
-			return err
+		// A read at revision 1 fails once etcd has compacted any revision.
+		_, err := c.cfg.Client.Get(ctx, c.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(1))
+		switch {
+		case err == nil:
+			next = 1
+			klog.InfoS("Starting Event history capture from etcd's first revision", "etcdRevision", head.Header.Revision)
+		case errors.Is(err, rpctypesErrCompacted):
+			if next, err = c.relist(ctx, "start"); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("reading etcd: %w", err)
 		}
 	} else {
 		history.CapturedRevision.Set(float64(stored))
