@@ -119,6 +119,14 @@ const (
 	// maxReaders bounds concurrent queries and so the readers' page caches
 	// (SQLite's default of 2 MiB each).
 	maxReaders = 4
+	// walCheckpointPages is how many pages the WAL holds before the writer
+	// copies them into the file (wal_autocheckpoint; SQLite's default is
+	// 1000, 4 MiB). A page that several batches change in between, an
+	// index's hot leaf or the table's last, is then copied once, not once
+	// per 1000 pages: at 10000 BenchmarkWrite/spread took 54 µs of CPU and
+	// wrote 13.5 KB per version against 74 µs and 20.3 KB. The WAL file
+	// grows to about 40 MiB before each checkpoint starts it over.
+	walCheckpointPages = 10000
 )
 
 // Open opens or creates the database at path, in WAL mode so that queries
@@ -138,7 +146,7 @@ func Open(path string) (*Store, error) {
 		params.Set("_txlock", "immediate")
 		return sql.Open("sqlite", "file:"+path+"?"+params.Encode())
 	}
-	db, err := open(fmt.Sprintf("cache_size(-%d)", writeCacheKiB))
+	db, err := open(fmt.Sprintf("cache_size(-%d)", writeCacheKiB), fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
 	if err != nil {
 		return nil, err
 	}
