@@ -339,13 +339,9 @@ func preloadLive(t *testing.T, server *framework.Server, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, err := testbed.RSS(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			t.Logf("server (embedded etcd included) %s", strings.Join(strings.Fields(line), " "))
-		}
-	}
+	t.Logf("server RSS (embedded etcd included): %d MiB", rss>>20)
 }
