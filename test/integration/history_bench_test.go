@@ -222,13 +222,9 @@ func TestHistoryQueryAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	objects = max(objects/100, 1)
-	live := 0
-	if os.Getenv("HISTORY_BENCH_LIVE") != "" {
-		live = benchEnvInt(t, "HISTORY_BENCH_LIVE", 0)
-	}
-	etcdPort := framework.FreePort(t)
+	live := benchEnvInt(t, "HISTORY_BENCH_LIVE", 0)
 	server := framework.StartServer(t, framework.ServerOptions{
-		EmbeddedEtcdPort: etcdPort,
+		EmbeddedEtcdPort: framework.FreePort(t),
 		ExtraArgs:        []string{"--history-dsn=" + path, "--history-retention=0"},
 	})
 	c := adminRawClient(t, server)
