@@ -4,8 +4,8 @@
 #   deps         Debian test packages (apt-get, as root).
 #   vet          gofmt and go vet (hack/verify-gofmt.sh, hack/verify-govet.sh).
 #                go vet compiles every dependency of the module: the plain
-#                build that everything after it but the race and fuzz builds
-#                reuses (see "One plain build" below).
+#                build that everything after it but the race build reuses
+#                (see "One plain build" below).
 #   kube         etcd, kube-apiserver and kubectl v1.36.3 built from the Go
 #                module proxy into _output/bin (instant when cached), in the
 #                background from here on: only the integration tier needs
@@ -85,7 +85,8 @@ trap report EXIT
 # for every module both use), the integration test binaries, the server
 # the tests start and the image. The race detector needs cgo: the race
 # phases set CGO_ENABLED=1 and share one race build among themselves. The
-# fuzzing build instruments every package, so it shares nothing.
+# fuzzing build recompiles only the packages it instruments and those that
+# import them (hack/fuzz.sh), and takes the rest from the plain build.
 export CGO_ENABLED=0
 GOFLAGS="$(go env GOFLAGS)"
 [[ " ${GOFLAGS} " == *" -trimpath "* ]] || GOFLAGS="${GOFLAGS:+${GOFLAGS} }-trimpath"
