@@ -30,36 +30,40 @@ import (
 )
 
 // TestHistoryCaptureCPU measures the server's CPU per create with history
-// off and on (capture included until it has stored every version), on the
-// same workload: EVENT_APISERVER_HISTORY_BENCH=1 to run it,
-// EVENT_APISERVER_HISTORY_BENCH_CREATES=<n> for the creates of each run
-// (default 10000) and EVENT_APISERVER_HISTORY_BENCH_PAIRS=<n> for the off/on
-// pairs (default 3), and EVENT_APISERVER_HISTORY_PROFILE_DIR=<dir> to also
-// keep a CPU profile of each measured phase there. Both runs use the
-// embedded etcd, whose CPU counts in both. On a shared machine one run's
-// CPU per create moves by a quarter between runs: each pair's ratio is
-// reported, and their median is the figure.
+// off and on: EVENT_APISERVER_HISTORY_BENCH=1 to run it. Two servers run
+// side by side, one with history off and one with it on, each on its own
+// embedded etcd (whose CPU counts in both), and take the same creates in
+// turns: EVENT_APISERVER_HISTORY_BENCH_ROUNDS=<n> rounds (default 10) of
+// EVENT_APISERVER_HISTORY_BENCH_CREATES=<n> creates (default 2000) to each,
+// the first server of a round alternating. The figure is each server's
+// whole CPU over all rounds, capture included until it has stored every
+// version, per create. On this shared machine one server's CPU per create
+// moves by up to a fifth between runs of 20 seconds, in stretches: runs one
+// after the other (the test's first design) needed dozens of pairs to tell
+// 10% apart, turns of a few seconds put both servers in the same stretch.
+// EVENT_APISERVER_HISTORY_PROFILE_DIR=<dir> also keeps there an 8-second CPU
+// profile of each server from the start of its first turn.
 func TestHistoryCaptureCPU(t *testing.T) {
-	// Not parallel: it measures the server's CPU per create, which other
+	// Not parallel: it measures the servers' CPU per create, which other
 	// tests' processes on the same cores would inflate.
 	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
 		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
 	}
-	creates, pairs := benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 10000), benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_PAIRS", 3)
-	// Pairs alternate their order (off, on, on, off, ...): on this shared
-	// machine one mode's CPU per create moves by up to a fifth between runs,
-	// in stretches that span several of them, and with a fixed order a
-	// stretch that falls or rises over a run would always favour one mode.
-	var modes []string
-	for i := range pairs {
-		if i%2 == 0 {
-			modes = append(modes, "off", "on")
-		} else {
-			modes = append(modes, "on", "off")
-		}
+	creates, rounds := benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
+	type target struct {
+		mode   string
+		server *framework.Server
+		pid    int
+		client kubernetes.Interface
+		raw    *rawClient
+		ns     string
+		// stored is how many versions capture has stored when caught up.
+		stored int
+		// cpu is the CPU of each of the server's turns.
+		cpu []time.Duration
 	}
-	perCreate := map[string][]time.Duration{}
-	for run, mode := range modes {
+	var targets []*target
+	for _, mode := range []string{"off", "on"} {
 		server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
 			"--history=" + map[string]string{"off": "false", "on": "true"}[mode],
 			// Every write limit off, as the benchmark runs it: past the
@@ -78,77 +82,111 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ns := uniqueName("bench")
-		create := func(n int, prefix string) {
-			var wg sync.WaitGroup
-			errs := make(chan error, n)
-			for w := 0; w < 8; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					for i := w; i < n; i += 8 {
-						_, err := client.CoreV1().Events(ns).Create(context.Background(), &corev1.Event{
-							ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i)},
-							InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("pod-%d", i%100), UID: "uid"},
-							Reason:         "BackOff", Message: strings.Repeat("m", 200), Type: corev1.EventTypeWarning,
-							Source: corev1.EventSource{Component: "kubelet", Host: "node"}, Count: 1, LastTimestamp: metav1.Now(),
-						}, metav1.CreateOptions{})
-						if err != nil {
-							errs <- err
-							return
-						}
+		targets = append(targets, &target{mode: mode, server: server, pid: pid, client: client,
+			raw: adminRawClient(t, server), ns: uniqueName("bench")})
+	}
+	create := func(tg *target, n int, prefix string) {
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := w; i < n; i += 8 {
+					_, err := tg.client.CoreV1().Events(tg.ns).Create(context.Background(), &corev1.Event{
+						ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i)},
+						InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: tg.ns, Name: fmt.Sprintf("pod-%d", i%100), UID: "uid"},
+						Reason:         "BackOff", Message: strings.Repeat("m", 200), Type: corev1.EventTypeWarning,
+						Source: corev1.EventSource{Component: "kubelet", Host: "node"}, Count: 1, LastTimestamp: metav1.Now(),
+					}, metav1.CreateOptions{})
+					if err != nil {
+						errs <- err
+						return
 					}
-				}(w)
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+				}
+			}(w)
 		}
-		create(300, "warmup")
-		c := adminRawClient(t, server)
-		caughtUp := func(want int) {
-			if mode == "off" {
-				return
-			}
-			// Every scrape of /metrics costs the server milliseconds of CPU,
-			// counted against "on" only: a few, not one per 50 ms.
-			err := wait.PollUntilContextTimeout(pollCtx(t), 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-				m := string(c.do(t, "GET", "/metrics", nil, nil).body)
-				return strings.Contains(m, fmt.Sprintf("event_apiserver_history_versions_written_total %d\n", want)), nil
-			})
-			if err != nil {
-				t.Fatalf("capture did not store %d versions: %v", want, err)
-			}
-		}
-		caughtUp(300)
-		before, err := testbed.CPUTime(pid)
-		if err != nil {
+		wg.Wait()
+		close(errs)
+		for err := range errs {
 			t.Fatal(err)
 		}
-		profiled := profileServer(t, server, fmt.Sprintf("history-%s-%d", mode, run))
-		start := time.Now()
-		create(creates, "measured")
-		caughtUp(300 + creates)
-		after, _ := testbed.CPUTime(pid)
-		profiled()
-		cpu := (after - before) / time.Duration(creates)
-		t.Logf("history %s: %d creates in %v, server CPU %v per create", mode, creates, time.Since(start).Round(time.Millisecond), cpu)
-		perCreate[mode] = append(perCreate[mode], cpu)
-		if err := server.Stop(); err != nil {
+		tg.stored += n
+	}
+	caughtUp := func(tg *target) {
+		if tg.mode == "off" {
+			return
+		}
+		// Every scrape of /metrics costs the server milliseconds of CPU,
+		// counted against "on" only: a few, not one per 50 ms.
+		err := wait.PollUntilContextTimeout(pollCtx(t), 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			m := string(tg.raw.do(t, "GET", "/metrics", nil, nil).body)
+			return strings.Contains(m, fmt.Sprintf("event_apiserver_history_versions_written_total %d\n", tg.stored)), nil
+		})
+		if err != nil {
+			t.Fatalf("capture did not store %d versions: %v", tg.stored, err)
+		}
+	}
+	for _, tg := range targets {
+		create(tg, 300, "warmup")
+		caughtUp(tg)
+	}
+	before := map[*target]time.Duration{}
+	for _, tg := range targets {
+		before[tg] = cpuTime(t, tg.pid)
+	}
+	start := time.Now()
+	for round := range rounds {
+		order := targets
+		if round%2 == 1 {
+			order = []*target{targets[1], targets[0]}
+		}
+		for _, tg := range order {
+			profiled := func() {}
+			if round == 0 {
+				profiled = profileServer(t, tg.server, "history-"+tg.mode)
+			}
+			cpu0 := cpuTime(t, tg.pid)
+			create(tg, creates, fmt.Sprintf("measured-%d", round))
+			tg.cpu = append(tg.cpu, cpuTime(t, tg.pid)-cpu0)
+			profiled()
+		}
+	}
+	for _, tg := range targets {
+		caughtUp(tg)
+	}
+	var total [2]time.Duration
+	for i, tg := range targets {
+		total[i] = cpuTime(t, tg.pid) - before[tg]
+		if err := tg.server.Stop(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// A turn's ratio leaves out capture's work that spills into the other
+	// server's turn: the spread, not the figure.
 	var ratios []float64
-	for i := range pairs {
-		off, on := perCreate["off"][i], perCreate["on"][i]
-		ratio := float64(on) / float64(off)
-		t.Logf("pair %d: off %v, on %v per create: on/off %.3f", i+1, off, on, ratio)
-		ratios = append(ratios, ratio)
+	for round := range rounds {
+		off, on := targets[0].cpu[round], targets[1].cpu[round]
+		ratios = append(ratios, float64(on)/float64(off))
+		t.Logf("round %d: off %v, on %v per create in the turn: on/off %.3f", round+1,
+			off/time.Duration(creates), on/time.Duration(creates), ratios[round])
 	}
 	sort.Float64s(ratios)
-	t.Logf("median of %d pairs: capture adds %.1f%% to the server's CPU per create", len(ratios), 100*(ratios[len(ratios)/2]-1))
+	n := time.Duration(rounds * creates)
+	t.Logf("%d rounds of %d creates in %v; turns' on/off from %.3f to %.3f, median %.3f", rounds, creates,
+		time.Since(start).Round(time.Second), ratios[0], ratios[len(ratios)-1], ratios[len(ratios)/2])
+	t.Logf("server CPU per create, capture included until it stored every version: off %v, on %v: capture adds %.1f%%",
+		total[0]/n, total[1]/n, 100*(float64(total[1])/float64(total[0])-1))
+}
+
+// cpuTime is the CPU time process pid has used so far.
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	cpu, err := testbed.CPUTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu
 }
 
 // benchEnvInt reads a positive count from the environment, def when unset.
