@@ -1,9 +1,14 @@
 package sqlite
 
 import (
+	"encoding/binary"
 	"sync"
+	"syscall"
+	"unsafe"
 
+	"k8s.io/klog/v2"
 	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 const (
@@ -18,6 +23,59 @@ const (
 	spareBlocks = 16
 )
 
+// setUpMemory configures SQLite's memory once per process, before the first
+// connection initializes the library.
+var setUpMemory = sync.OnceFunc(func() {
+	givePageCachePool()
+	pinAllocatorPages()
+})
+
+// pageCacheLines is how many database pages the page cache pool holds: the
+// writer's cache and maxReaders readers' at SQLite's default 2000 KiB, plus
+// room for the page-sized scratch buffers of B-tree balancing.
+const pageCacheLines = (writeCacheKiB+maxReaders*2000)/4 + 64
+
+// givePageCachePool hands SQLite one pool for every connection's cached pages
+// (SQLITE_CONFIG_PAGECACHE), mapped once for the life of the process and
+// touched only as lines are used. Without it each 4 KiB page is a malloc of
+// about 4.3 KB, which modernc.org/memory serves from its 8 KiB size class;
+// once growing caches had taken every free block of that class, the
+// page-sized scratch buffer of every B-tree balance mapped a fresh 64 KiB
+// page and unmapped it again when freed (a few hundred mmap and munmap calls
+// a second under capture, each munmap a TLB shootdown on the other cores;
+// BenchmarkWrite/capturecpu shows the difference). Lines beyond the pool fall
+// back to malloc.
+func givePageCachePool() {
+	tls := libc.NewTLS()
+	defer tls.Close()
+	header := libc.Xmalloc(tls, 4)
+	defer libc.Xfree(tls, header)
+	if rc := configure(tls, sqlite3.SQLITE_CONFIG_PCACHE_HDRSZ, header); rc != sqlite3.SQLITE_OK {
+		klog.InfoS("SQLite page cache pool not configured", "rc", rc)
+		return
+	}
+	// Lines hold a default-size page and SQLite's headers, 8-byte aligned.
+	line := (sqlite3.SQLITE_DEFAULT_PAGE_SIZE + int(int32(binary.NativeEndian.Uint32(libc.GoBytes(header, 4)))) + 7) &^ 7
+	pool, err := syscall.Mmap(-1, 0, line*pageCacheLines, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		klog.InfoS("SQLite page cache pool not configured", "err", err)
+		return
+	}
+	// SQLITE_MISUSE if the library is already initialized: the pages are
+	// then malloc'ed as before.
+	if rc := configure(tls, sqlite3.SQLITE_CONFIG_PAGECACHE, uintptr(unsafe.Pointer(&pool[0])), int32(line), int32(pageCacheLines)); rc != sqlite3.SQLITE_OK {
+		klog.InfoS("SQLite page cache pool not configured", "rc", rc)
+		syscall.Munmap(pool) //nolint:errcheck // only address space
+	}
+}
+
+// configure calls sqlite3_config(op, args...).
+func configure(tls *libc.TLS, op int32, args ...any) int32 {
+	va := libc.NewVaList(args...)
+	defer libc.Xfree(tls, va)
+	return sqlite3.Xsqlite3_config(tls, op, va)
+}
+
 // pinAllocatorPages keeps, for each of the C allocator's size classes, pages
 // mapped with at least spareBlocks free blocks, for the life of the process.
 //
@@ -31,7 +89,7 @@ const (
 // pages keeps those pages mapped and their other blocks free for reuse. The
 // cost is a few pages per class (about 1.5 MiB of address space, touched only
 // where used).
-var pinAllocatorPages = sync.OnceFunc(func() {
+func pinAllocatorPages() {
 	tls := libc.NewTLS()
 	defer tls.Close()
 	// Classes are powers of two from 16 bytes; above 16 KiB each block is
@@ -54,4 +112,4 @@ var pinAllocatorPages = sync.OnceFunc(func() {
 			libc.Xfree(tls, b)
 		}
 	}
-})
+}

@@ -133,7 +133,7 @@ const (
 // Open opens or creates the database at path, in WAL mode so that queries
 // never wait for capture's writes.
 func Open(path string) (*Store, error) {
-	pinAllocatorPages()
+	setUpMemory()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating history directory: %w", err)
 	}
