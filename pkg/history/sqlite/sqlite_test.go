@@ -3,11 +3,15 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
@@ -204,5 +208,32 @@ func TestMigrateV1(t *testing.T) {
 		t.Fatal("a file of schema version 3 opened")
 	} else if !strings.Contains(err.Error(), "schema version 3") {
 		t.Errorf("refusal says %q", err)
+	}
+}
+
+// TestPageCachePool checks that cached pages come from the pool Open gives
+// SQLite: if the library were initialized before Open configured it (a
+// driver change), SQLite would refuse the pool and every page would be
+// malloc'ed again, which only BenchmarkWrite's CPU would show.
+func TestPageCachePool(t *testing.T) {
+	s := openTest(t)
+	var versions []history.Version
+	for i := int64(1); i <= 100; i++ {
+		v := storetest.Version(fmt.Sprint("u", i), i, "p", int(i))
+		v.Object = make([]byte, 1024)
+		versions = append(versions, v)
+	}
+	if err := s.Write(context.Background(), history.Batch{Versions: versions}); err != nil {
+		t.Fatal(err)
+	}
+	tls := libc.NewTLS()
+	defer tls.Close()
+	counters := libc.Xmalloc(tls, 16)
+	defer libc.Xfree(tls, counters)
+	if rc := sqlite3.Xsqlite3_status(tls, sqlite3.SQLITE_STATUS_PAGECACHE_USED, counters, counters+8, 0); rc != sqlite3.SQLITE_OK {
+		t.Fatalf("sqlite3_status: %d", rc)
+	}
+	if used := binary.NativeEndian.Uint32(libc.GoBytes(counters, 4)); used == 0 {
+		t.Fatal("no page is in the page cache pool: SQLite did not take it")
 	}
 }
