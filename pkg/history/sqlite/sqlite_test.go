@@ -27,6 +27,18 @@ func openTest(t *testing.T) *Store {
 	return s
 }
 
+// objectVersions returns the versions of n Events "u1".."un" at revisions
+// 1..n, each with an object of size bytes.
+func objectVersions(n, size int) []history.Version {
+	versions := make([]history.Version, 0, n)
+	for i := 1; i <= n; i++ {
+		v := storetest.Version(fmt.Sprint("u", i), int64(i), "p", i)
+		v.Object = make([]byte, size)
+		versions = append(versions, v)
+	}
+	return versions
+}
+
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) history.Store { return openTest(t) })
 }
@@ -34,12 +46,7 @@ func TestStore(t *testing.T) {
 func TestRetain(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	var versions []history.Version
-	for i := int64(1); i <= 50; i++ {
-		v := storetest.Version(fmt.Sprint("u", i), i, "p", int(i))
-		v.Object = make([]byte, 4096)
-		versions = append(versions, v)
-	}
+	versions := objectVersions(50, 4096)
 	if err := s.Write(ctx, history.Batch{Versions: versions, Deletions: []history.Deletion{{UID: "u1", Revision: 51, At: storetest.Base.Add(time.Second)}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -217,13 +224,7 @@ func TestMigrateV1(t *testing.T) {
 // malloc'ed again, which only BenchmarkWrite's CPU would show.
 func TestPageCachePool(t *testing.T) {
 	s := openTest(t)
-	var versions []history.Version
-	for i := int64(1); i <= 100; i++ {
-		v := storetest.Version(fmt.Sprint("u", i), i, "p", int(i))
-		v.Object = make([]byte, 1024)
-		versions = append(versions, v)
-	}
-	if err := s.Write(context.Background(), history.Batch{Versions: versions}); err != nil {
+	if err := s.Write(context.Background(), history.Batch{Versions: objectVersions(100, 1024)}); err != nil {
 		t.Fatal(err)
 	}
 	tls := libc.NewTLS()
