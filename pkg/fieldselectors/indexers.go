@@ -74,8 +74,10 @@ func contains(values []string, v string) bool {
 }
 
 // indexFields is a predicate's IndexFields: the indexed fields the selector
-// pins to a non-empty value, finest first. Leaving out an index whose value
-// is empty keeps the cacher off buckets Indexers never fills.
+// pins to a non-empty value, finest first, and the trigger's field when it
+// pins that, which the cacher's watch looks for there (cacher.go Watch) and
+// its LIST skips, as no index bears its name. Leaving out an index whose
+// value is empty keeps the cacher off buckets Indexers never fills.
 func indexFields(selector fields.Selector) []string {
 	if selector == nil {
 		return nil
@@ -85,6 +87,9 @@ func indexFields(selector fields.Selector) []string {
 		if v, ok := selector.RequiresExactMatch(f.label); ok && v != "" {
 			out = append(out, f.label)
 		}
+	}
+	if v, ok := selector.RequiresExactMatch(triggerLabel); ok && v != "" && !contains(out, triggerLabel) {
+		out = append(out, triggerLabel)
 	}
 	return out
 }

@@ -24,30 +24,18 @@ func TestIndexers(t *testing.T) {
 		want  map[string][]string
 	}{
 		{"regarding and related", podEvent(), map[string][]string{
-			"involvedObject.uid":           {"uid-pod"},
-			"related.uid":                  {"uid-rs"},
 			"involvedObjectOrRelated.uid":  {"uid-pod", "uid-rs"},
-			"involvedObject.name":          {"web-0"},
-			"related.name":                 {"web-5d4"},
 			"involvedObjectOrRelated.name": {"web-0", "web-5d4"},
 			"reportingComponent":           {"kubernetes.io/kubelet"},
 		}},
 		// Empty values are left out of every index.
 		{"no related", noRelated, map[string][]string{
-			"involvedObject.uid":           {"uid-pod"},
-			"related.uid":                  nil,
 			"involvedObjectOrRelated.uid":  {"uid-pod"},
-			"involvedObject.name":          {"web-0"},
-			"related.name":                 nil,
 			"involvedObjectOrRelated.name": {"web-0"},
 			"reportingComponent":           {"kubernetes.io/kubelet"},
 		}},
 		{"related is regarding", selfRelated, map[string][]string{
-			"involvedObject.uid":           {"uid-pod"},
-			"related.uid":                  {"uid-pod"},
 			"involvedObjectOrRelated.uid":  {"uid-pod"},
-			"involvedObject.name":          {"web-0"},
-			"related.name":                 {"web-0"},
 			"involvedObjectOrRelated.name": {"web-0"},
 			"reportingComponent":           {"kubernetes.io/kubelet"},
 		}},
@@ -74,14 +62,15 @@ func TestIndexers(t *testing.T) {
 		})
 	}
 
-	if _, err := indexers[storage.FieldIndex("involvedObject.uid")](&core.EventList{}); err == nil {
+	if _, err := indexers[storage.FieldIndex("involvedObjectOrRelated.uid")](&core.EventList{}); err == nil {
 		t.Error("an index accepted a non-Event")
 	}
 }
 
 // TestIndexesAreComplete checks the property the cacher relies on: an index
 // bucket holds every Event the selector `label=value` matches, so serving a
-// LIST from it loses nothing.
+// LIST from it loses nothing; for an OR field's own label it holds exactly
+// those, and for a field it consults, at least those.
 func TestIndexesAreComplete(t *testing.T) {
 	noRelated := podEvent()
 	noRelated.Related = nil
@@ -97,16 +86,18 @@ func TestIndexesAreComplete(t *testing.T) {
 				candidates[v] = true
 			}
 		}
-		for _, e := range events {
-			values, _ := index(e)
-			for v := range candidates {
-				p := Matcher(labels.Everything(), wrapSelector(fields.OneTermEqualSelector(f.label, v)))
-				matches, err := p.Matches(e)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if matches != contains(values, v) {
-					t.Errorf("%s=%s on %s: selector matches %v, index has it %v", f.label, v, e.Name, matches, contains(values, v))
+		for _, label := range append([]string{f.label}, f.either...) {
+			for _, e := range events {
+				values, _ := index(e)
+				for v := range candidates {
+					p := Matcher(labels.Everything(), wrapSelector(fields.OneTermEqualSelector(label, v)))
+					matches, err := p.Matches(e)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if matches && !contains(values, v) || label == f.label && matches != contains(values, v) {
+						t.Errorf("%s=%s on %s: selector matches %v, index %s has it %v", label, v, e.Name, matches, f.label, contains(values, v))
+					}
 				}
 			}
 		}
@@ -119,14 +110,17 @@ func TestIndexFields(t *testing.T) {
 		selector string
 		want     []string
 	}{
-		{"describe pod: uid before name", "involvedObject.name=web-0,involvedObject.namespace=shop,involvedObject.uid=uid-pod",
-			[]string{"involvedObject.uid", "involvedObject.name"}},
+		{"describe pod: uid before name, then the trigger", "involvedObject.name=web-0,involvedObject.namespace=shop,involvedObject.uid=uid-pod",
+			[]string{"involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "involvedObject.name"}},
 		{"events --for: name", "involvedObject.kind=Pod,involvedObject.apiVersion=v1,involvedObject.name=web-0",
-			[]string{"involvedObject.name"}},
+			[]string{"involvedObjectOrRelated.name", "involvedObject.name"}},
 		{"or uid", "involvedObjectOrRelated.uid=u", []string{"involvedObjectOrRelated.uid"}},
+		{"related uid", "related.uid=r", []string{"involvedObjectOrRelated.uid"}},
 		{"uids before names before reporter", "reportingComponent=kubelet,related.name=n,involvedObjectOrRelated.uid=u,related.uid=r",
-			[]string{"related.uid", "involvedObjectOrRelated.uid", "related.name", "reportingComponent"}},
-		{"empty value is not looked up", "involvedObject.uid=,involvedObject.name=web-0", []string{"involvedObject.name"}},
+			[]string{"involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "reportingComponent"}},
+		{"empty value is not looked up", "involvedObject.uid=,involvedObject.name=web-0",
+			[]string{"involvedObjectOrRelated.name", "involvedObject.name"}},
+		{"empty trigger value is not looked up", "involvedObject.name=", nil},
 		{"!= is not looked up", "involvedObject.uid!=u", nil},
 		{"unindexed", "reason=BackOff,metadata.namespace=shop", nil},
 		{"everything", "", nil},
@@ -142,6 +136,7 @@ func TestIndexFields(t *testing.T) {
 				t.Fatalf("IndexFields: got %q, want %q", p.IndexFields, tc.want)
 			}
 			// What the cacher will look up first (watch_cache.go listLatestRV).
+			// The trigger's field has no index: its name is skipped there.
 			var got []string
 			for _, mv := range p.MatcherIndex(context.Background()) {
 				got = append(got, mv.IndexName)
@@ -152,6 +147,12 @@ func TestIndexFields(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("MatcherIndex: got %q, want %q", got, want)
+			}
+			indexers := *Indexers()
+			for _, name := range got {
+				if indexers[name] == nil && name != storage.FieldIndex(triggerLabel) {
+					t.Errorf("MatcherIndex names %s, which is neither an index nor the trigger's", name)
+				}
 			}
 		})
 	}
@@ -164,8 +165,9 @@ func TestWithinNamespace(t *testing.T) {
 		want     []string
 	}{
 		{"reporter alone: scan the namespace", "reportingComponent=kubelet", nil},
-		{"finer indexes stay", "reportingComponent=kubelet,involvedObject.uid=u", []string{"involvedObject.uid"}},
-		{"describe pod unchanged", "involvedObject.name=web-0,involvedObject.uid=u", []string{"involvedObject.uid", "involvedObject.name"}},
+		{"finer indexes stay", "reportingComponent=kubelet,involvedObject.uid=u", []string{"involvedObjectOrRelated.uid"}},
+		{"describe pod unchanged", "involvedObject.name=web-0,involvedObject.uid=u",
+			[]string{"involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "involvedObject.name"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,11 +191,7 @@ func TestIndexOrder(t *testing.T) {
 	for _, f := range indexed {
 		got = append(got, f.label)
 	}
-	want := []string{
-		"involvedObject.uid", "related.uid", "involvedObjectOrRelated.uid",
-		"involvedObject.name", "related.name", "involvedObjectOrRelated.name",
-		"reportingComponent",
-	}
+	want := []string{"involvedObjectOrRelated.uid", "involvedObjectOrRelated.name", "reportingComponent"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}

@@ -91,8 +91,25 @@ func (s *eventSelector) Empty() bool {
 }
 
 // RequiresExactMatch reports the value of an `=` requirement, OR fields
-// included: that is what lets MatcherIndex pick the OR index.
+// included: that is what lets MatcherIndex pick the OR index. An OR field is
+// also pinned by an `=` on any field it consults, since every Event that
+// requirement selects has that value among the OR field's: `related.uid=U`
+// can be served from the bucket of involvedObjectOrRelated.uid=U.
 func (s *eventSelector) RequiresExactMatch(label string) (string, bool) {
+	if v, ok := s.exactMatch(label); ok {
+		return v, true
+	}
+	if f := byLabel[label]; f != nil {
+		for _, part := range f.either {
+			if v, ok := s.exactMatch(part); ok {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+func (s *eventSelector) exactMatch(label string) (string, bool) {
 	for _, r := range s.requirements {
 		if r.Field == label && (r.Operator == selection.Equals || r.Operator == selection.DoubleEquals) {
 			return r.Value, true

@@ -20,9 +20,12 @@
 package intern
 
 import (
+	"hash/maphash"
+	"sync/atomic"
 	"unique"
 	"unsafe"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -66,6 +69,7 @@ func Event(e *core.Event) {
 			m.FieldsV1.Raw = bytes(m.FieldsV1.GetRawBytes()) //lint:ignore SA1019 SetRawBytes would copy what this shares
 		}
 	}
+	managedFields(e)
 	reference(&e.InvolvedObject)
 	if e.Related != nil {
 		reference(e.Related)
@@ -110,4 +114,82 @@ func bytes(b []byte) []byte {
 	// only to find them there.
 	s := unique.Make(unsafe.String(unsafe.SliceData(b), len(b))).Value()
 	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// recentManagedFields holds the managedFields entries of Events decoded
+// lately, one per slot, for the Events decoded next to share. An Event's
+// managedFields is nearly always one entry: its writer's, stamped with the
+// second of its last write. So the Events one manager writes within a
+// second ("kubelet" is every node's) carry equal entries, and sharing one
+// saves each of them the entry, its Time and its FieldsV1 (144 bytes). The
+// table is a fixed array, so what it keeps alive is bounded (at most its
+// length in entries, 2.4 MB at most) and a miss costs no memory: the
+// Event keeps its own entry, which takes the slot. It is sized for the
+// initial LIST, which decodes Events in key order, not by time, over every
+// second of the TTL.
+var recentManagedFields [1 << 14]atomic.Pointer[metav1.ManagedFieldsEntry]
+
+var managedFieldsSeed = maphash.MakeSeed()
+
+// managedFieldsKey is what decides which slot an entry takes. Its strings
+// and FieldsV1 bytes are already canonical, so the bytes are identified by
+// their array.
+type managedFieldsKey struct {
+	manager, operation, apiVersion, fieldsType, subresource string
+	fields                                                  *byte
+	time                                                    int64
+}
+
+func keyOf(m *metav1.ManagedFieldsEntry) managedFieldsKey {
+	k := managedFieldsKey{
+		manager: m.Manager, operation: string(m.Operation), apiVersion: m.APIVersion,
+		fieldsType: m.FieldsType, subresource: m.Subresource,
+	}
+	if m.FieldsV1 != nil {
+		k.fields = unsafe.SliceData(m.FieldsV1.GetRawBytes())
+	}
+	if m.Time != nil {
+		k.time = m.Time.Unix()
+	}
+	return k
+}
+
+// equalEntries reports whether a and b hold the same values, bit for bit
+// where a value could differ in its representation alone (the time's
+// location, FieldsV1's length and array), so that sharing changes nothing a
+// reader could see.
+func equalEntries(a, b *metav1.ManagedFieldsEntry) bool {
+	if a.Manager != b.Manager || a.Operation != b.Operation || a.APIVersion != b.APIVersion ||
+		a.FieldsType != b.FieldsType || a.Subresource != b.Subresource {
+		return false
+	}
+	if (a.Time == nil) != (b.Time == nil) || a.Time != nil && a.Time.Time != b.Time.Time {
+		return false
+	}
+	if (a.FieldsV1 == nil) != (b.FieldsV1 == nil) {
+		return false
+	}
+	if a.FieldsV1 == nil {
+		return true
+	}
+	ra, rb := a.FieldsV1.GetRawBytes(), b.FieldsV1.GetRawBytes()
+	return len(ra) == len(rb) && unsafe.SliceData(ra) == unsafe.SliceData(rb)
+}
+
+// managedFields makes e share a recently decoded Event's managedFields when
+// it is one entry equal to that Event's. Shared entries are never written:
+// as with the bytes, a writer deep-copies the object first.
+func managedFields(e *core.Event) {
+	if len(e.ManagedFields) != 1 {
+		return
+	}
+	m := &e.ManagedFields[0]
+	slot := &recentManagedFields[maphash.Comparable(managedFieldsSeed, keyOf(m))%uint64(len(recentManagedFields))]
+	if shared := slot.Load(); shared != nil && equalEntries(shared, m) {
+		e.ManagedFields = unsafe.Slice(shared, 1)
+		return
+	}
+	// A capacity of one, as a shared entry has: an append copies.
+	e.ManagedFields = e.ManagedFields[:1:1]
+	slot.Store(m)
 }

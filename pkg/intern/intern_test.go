@@ -1,7 +1,9 @@
 package intern
 
 import (
+	"reflect"
 	"testing"
+	"time"
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,5 +99,46 @@ func TestBytesKeepsItsOwnCopy(t *testing.T) {
 	}
 	if string(canonical) != want {
 		t.Fatalf("the canonical copy changed with the buffer it was made from: %q", canonical)
+	}
+}
+
+// TestManagedFieldsShared: Events whose one managedFields entry is equal,
+// time included, share it; any difference keeps an Event's own.
+func TestManagedFieldsShared(t *testing.T) {
+	at := func(e *core.Event, sec int64) *core.Event {
+		when := metav1.NewTime(time.Unix(sec, 0))
+		e.ManagedFields[0].Time = &when
+		return e
+	}
+	a := at(fresh("web-1.a"), 1_700_000_000)
+	b := at(fresh("web-1.b"), 1_700_000_000)
+	later := at(fresh("web-1.c"), 1_700_000_001)
+	apply := at(fresh("web-1.d"), 1_700_000_000)
+	apply.ManagedFields[0].Operation = metav1.ManagedFieldsOperationApply
+	noTime := fresh("web-1.e")
+	two := at(fresh("web-1.f"), 1_700_000_000)
+	two.ManagedFields = append(two.ManagedFields, *two.ManagedFields[0].DeepCopy())
+	want := a.ManagedFields[0].DeepCopy()
+
+	for _, e := range []*core.Event{a, b, later, apply, noTime, two} {
+		Event(e)
+	}
+	if &a.ManagedFields[0] != &b.ManagedFields[0] {
+		t.Error("equal entries are not shared")
+	}
+	if !reflect.DeepEqual(&b.ManagedFields[0], want) {
+		t.Errorf("the shared entry differs from the Event's own: %+v, want %+v", b.ManagedFields[0], want)
+	}
+	for name, e := range map[string]*core.Event{"a second later": later, "another operation": apply, "no time": noTime, "two entries": two} {
+		if &e.ManagedFields[0] == &a.ManagedFields[0] {
+			t.Errorf("%s: shares an entry that differs", name)
+		}
+	}
+	if len(two.ManagedFields) != 2 {
+		t.Errorf("two entries became %d", len(two.ManagedFields))
+	}
+	// A writer appending to a shared slice must get its own array.
+	if cap(a.ManagedFields) != 1 || cap(b.ManagedFields) != 1 {
+		t.Errorf("managedFields capacities %d and %d: an append would write into a shared array", cap(a.ManagedFields), cap(b.ManagedFields))
 	}
 }
