@@ -29,7 +29,7 @@ func fillWrite(ctx context.Context, s *Store, h storetest.BenchHistory, source s
 // dropped while the rows go in, in key order, in large batches with no
 // journal and no fsync, and the schema then builds them with CREATE INDEX,
 // which sorts each index once instead of inserting 10^7 keys at random
-// places of eight B-trees through a 32 MiB cache. The file is back in WAL
+// places of eight B-trees through the writer's page cache. The file is back in WAL
 // mode when it returns; the progress row, written last, says it is complete.
 // A fill that stops half way leaves a file with no journal to recover: it
 // is refused, not reused.

@@ -114,8 +114,13 @@ const (
 	// writeCacheKiB is the writer's page cache. SQLite's default (2 MiB) is
 	// smaller than the index pages one batch touches once the store holds a
 	// few thousand versions; every insert then re-read pages with pread and
-	// wrote them back, most of capture's CPU in BenchmarkWrite.
-	writeCacheKiB = 32 << 10
+	// wrote them back, most of capture's CPU in BenchmarkWrite. From 8 MiB
+	// up, BenchmarkWrite's CPU per version did not change (8, 16 and 32 MiB
+	// over 70,000 and 320,000 versions; 4 MiB cost 40% more): the rest of a
+	// large store's indexes is read from the OS's cache whatever this is.
+	// All of it is resident from the start (givePageCachePool), so it is no
+	// larger than that.
+	writeCacheKiB = 16 << 10
 	// maxReaders bounds concurrent queries and so the readers' page caches
 	// (SQLite's default of 2 MiB each).
 	maxReaders = 4
