@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -91,19 +90,7 @@ func get(ctx context.Context, config *rest.Config, path string) (io.ReadCloser, 
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: %d", path, resp.StatusCode)
-	}
-	return resp.Body, nil
+	return testbed.Get(ctx, client, c.Host+path)
 }
 
 // forceGC has the server run a full GC: the heap profile with gc=1, which
