@@ -96,8 +96,8 @@ export GOFLAGS
 # tier's race links no less (within the noise of 109-132 CPU-s), and the
 # whole suite from an empty build cache 3682 CPU-s (a fresh machine's had
 # taken 3634 with them). On these VMs 30% of a compile's CPU is system
-# time, by perf mostly page-table work (faults, zeroing, unmapping) for the
-# compiler's own heap, which DWARF hardly changes.
+# time; perf's kernel samples point at page-table work (faults, zeroing,
+# unmapping) for the compiler's own heap, which DWARF hardly changes.
 
 # The toolchain's own garbage collector: the compiler, linker, vet and
 # staticcheck are Go programs, and at GOGC=400 a cold build of client-go took

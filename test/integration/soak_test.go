@@ -219,9 +219,9 @@ func TestSoak(t *testing.T) {
 	// beside them at a lower CPU priority: with the rest of the plain
 	// integration run under nice 10 in another go test, its writes took
 	// 8-28 s to be admitted instead of 5-13 and its cycles ran up to 24 s
-	// late on their 27 s period (nice orders the CPU only; the disk its
-	// etcd syncs to stays shared), and the plain run took 299 and 304 s
-	// against 331 and 306 without it: no time won outside the noise.
+	// late on their 27 s period (why was not measured: nice orders the CPU
+	// only, not the disk its etcd syncs to), and the plain run took 299 and
+	// 304 s against 331 and 306 without it: no time won outside the noise.
 	plan, kind := soakPlanFromEnv()
 	if backOffs := (plan.events + 4) / 5; backOffs > recordSpamBurst {
 		t.Fatalf("plan: %d Events a reporter repeat one %d times, more than tools/record's spam filter lets through (%d)",
