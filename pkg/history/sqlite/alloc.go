@@ -31,9 +31,9 @@ var setUpMemory = sync.OnceFunc(func() {
 })
 
 // pageCacheLines is how many database pages the page cache pool holds: the
-// writer's cache and maxReaders readers' at SQLite's default 2000 KiB, plus
-// room for the page-sized scratch buffers of B-tree balancing.
-const pageCacheLines = (writeCacheKiB+maxReaders*2000)/4 + 64
+// writer's cache and maxReaders readers', plus room for the page-sized
+// scratch buffers of B-tree balancing.
+const pageCacheLines = (writeCacheKiB+maxReaders*readCacheKiB)/4 + 64
 
 // givePageCachePool hands SQLite one pool for every connection's cached pages
 // (SQLITE_CONFIG_PAGECACHE), mapped once for the life of the process. The

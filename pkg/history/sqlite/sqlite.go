@@ -121,9 +121,14 @@ const (
 	// All of it is resident from the start (givePageCachePool), so it is no
 	// larger than that.
 	writeCacheKiB = 16 << 10
-	// maxReaders bounds concurrent queries and so the readers' page caches
-	// (SQLite's default of 2 MiB each).
+	// maxReaders bounds concurrent queries and so the readers' page caches.
 	maxReaders = 4
+	// readCacheKiB is each reader's page cache, an eighth of SQLite's
+	// default (2000 KiB). In WAL mode a reader drops its cache whenever
+	// the file changed since its last transaction, which under capture is
+	// nearly every query, so a larger cache served little but its size:
+	// all of it is resident from the start (givePageCachePool).
+	readCacheKiB = 256
 	// walCheckpointPages is how many pages the WAL holds before the writer
 	// copies them into the file (wal_autocheckpoint; SQLite's default is
 	// 1000, 4 MiB). A page that several batches change in between, an
@@ -166,7 +171,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("counting history rows in %s: %w", path, err)
 	}
-	read, err := open()
+	read, err := open(fmt.Sprintf("cache_size(-%d)", readCacheKiB))
 	if err != nil {
 		db.Close()
 		return nil, err
