@@ -8,8 +8,10 @@ import (
 
 	"github.com/spf13/pflag"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	// Registers --logging-format=json.
@@ -190,6 +192,16 @@ func (o *Options) Complete() error {
 		// flowcontrol.apiserver.k8s.io API, which only kube-apiserver
 		// serves; alone, the max-in-flight limits apply instead.
 		o.Features.EnablePriorityAndFairness = false
+		// The etcd3 store's object size estimate prices LISTs for priority
+		// and fairness only, and keeps the size of every key it has seen
+		// (6 MB at 100k Events), updated on every watch event. Without
+		// priority and fairness it would feed one metric, so it is off
+		// unless --feature-gates asks for it.
+		if !utilfeature.DefaultMutableFeatureGate.ExplicitlySet(genericfeatures.SizeBasedListCostEstimate) {
+			if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(genericfeatures.SizeBasedListCostEstimate): false}); err != nil {
+				return err
+			}
+		}
 	}
 	if o.SecureServing.ServerCert.CertDirectory == "" {
 		o.SecureServing.ServerCert.CertDirectory = filepath.Join(o.DataDir, "certs")

@@ -5,6 +5,10 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	genericfeatures "k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/utils/ptr"
 )
 
 // TestValidate pins the combinations of flags refused at start-up, before
@@ -49,6 +53,52 @@ func TestValidate(t *testing.T) {
 				t.Errorf("unexpected error: %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestSizeEstimate: standalone, without priority and fairness, the etcd3
+// store's object size estimate is off unless the SizeBasedListCostEstimate
+// gate was set; aggregated, where priority and fairness runs, kube's default
+// stands.
+func TestSizeEstimate(t *testing.T) {
+	gate := utilfeature.DefaultMutableFeatureGate
+	for _, tc := range []struct {
+		name string
+		args []string
+		// set is the gate's value from --feature-gates, if given.
+		set  *bool
+		want bool
+	}{
+		{name: "standalone", want: false},
+		{name: "standalone, gate set", set: ptr.To(true), want: true},
+		{name: "aggregated", args: []string{"--aggregated", "--etcd-servers=http://127.0.0.1:2379"}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reset := func() {
+				if err := gate.ResetFeatureValueToDefault(genericfeatures.SizeBasedListCostEstimate); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reset()
+			t.Cleanup(reset)
+			if tc.set != nil {
+				featuregatetesting.SetFeatureGateDuringTest(t, gate, genericfeatures.SizeBasedListCostEstimate, *tc.set)
+			}
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			for _, f := range o.Flags().FlagSets {
+				fs.AddFlagSet(f)
+			}
+			if err := fs.Parse(append([]string{"--data-dir=" + t.TempDir()}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			if got := gate.Enabled(genericfeatures.SizeBasedListCostEstimate); got != tc.want {
+				t.Errorf("SizeBasedListCostEstimate enabled: %v, want %v", got, tc.want)
 			}
 		})
 	}
