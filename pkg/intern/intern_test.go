@@ -79,6 +79,25 @@ func TestEventSharesWhatRepeats(t *testing.T) {
 	}
 }
 
+// TestEventGathersItsOwnStrings: an Event's name and UID, which no other
+// Event shares, end up in one allocation, unchanged.
+func TestEventGathersItsOwnStrings(t *testing.T) {
+	e := fresh("web-1.17f3a2b4c5d6e7f8")
+	e.UID = "6a3b4c1d-9e2f-4a5b-8c7d-0123456789ab"
+	Event(e)
+	if e.Name != "web-1.17f3a2b4c5d6e7f8" || e.UID != "6a3b4c1d-9e2f-4a5b-8c7d-0123456789ab" {
+		t.Fatalf("name and UID changed: %q, %q", e.Name, e.UID)
+	}
+	if unsafe.Pointer(unsafe.StringData(string(e.UID))) != unsafe.Add(unsafe.Pointer(unsafe.StringData(e.Name)), len(e.Name)) {
+		t.Error("the UID does not follow the name in one allocation")
+	}
+	named := &core.Event{ObjectMeta: metav1.ObjectMeta{Name: "only-a-name"}}
+	Event(named)
+	if named.Name != "only-a-name" || named.UID != "" {
+		t.Errorf("an Event without a UID changed: %q, %q", named.Name, named.UID)
+	}
+}
+
 func TestEventLeavesEmptyValues(t *testing.T) {
 	e := &core.Event{}
 	Event(e)
