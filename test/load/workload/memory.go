@@ -28,32 +28,62 @@ type MemorySample struct {
 	HeapLive int64
 }
 
-// memorySamples: the heap moves with every GC cycle; the least of a few
-// samples is closest to the live heap.
+// The server is sampled every memoryInterval, at least memorySamples times:
+// the heap moves with every GC cycle, and the least of a few samples is
+// closest to the live heap.
 const (
 	memorySamples  = 5
 	memoryInterval = 400 * time.Millisecond
 )
 
+// memoryCollections is how many GCs the server runs before it is sampled,
+// memoryInterval apart. The Go runtime returns freed pages to the OS down to
+// 10% above the heap in use when its last GC finished marking, which for a
+// first forced GC still counts the garbage of the workload before it; after
+// a second, that is the heap at rest, which an idle server reaches by itself
+// within minutes (the runtime forces a GC every 2 minutes).
+const memoryCollections = 2
+
+// The runtime's scavenger returns those pages at its own pace, about 1% of a
+// core: over 100k Events, event-apiserver's RSS fell in steps for 1.5 to 4 s
+// after the second GC (316 to 292 MiB, 318 to 289), and sampled within 2 s
+// it ranged from 279 to 329 MiB over three restarts. So sampling goes on
+// until the RSS has not fallen by more than memoryRestSlack for
+// memoryRestWindow, or for at most memoryRestLimit.
+const (
+	memoryRestWindow = 3 * time.Second
+	memoryRestSlack  = 1 << 20
+	memoryRestLimit  = 30 * time.Second
+)
+
 // SampleMemory reads the server's and etcd's RSS and the server's Go heap
-// in use (the least of a few samples). It first has the server collect its
-// garbage (the pprof heap endpoint's gc=1, on every server the bench runs),
-// so that the live heap is the live heap now, not at a GC that ran before
-// the last writes settled.
+// in use, the server's at rest: it first has the server collect its
+// garbage (the pprof heap endpoint's gc=1, on every server the bench runs;
+// memoryCollections times), so that the live heap is the live heap now, not
+// at a GC that ran before the last writes settled, then takes the least of
+// samples until the RSS stops falling.
 func SampleMemory(ctx context.Context, t Target) (MemorySample, error) {
 	if t.ServerPID == 0 {
 		return MemorySample{}, fmt.Errorf("memory needs the server's pid")
 	}
-	if err := forceGC(ctx, t.Config); err != nil {
-		return MemorySample{}, err
+	for i := range memoryCollections {
+		if i > 0 {
+			if err := sleep(ctx, memoryInterval); err != nil {
+				return MemorySample{}, err
+			}
+		}
+		if err := forceGC(ctx, t.Config); err != nil {
+			return MemorySample{}, err
+		}
 	}
 	var s MemorySample
-	for i := range memorySamples {
+	start := time.Now()
+	// restSince is when the RSS last fell by more than memoryRestSlack.
+	restSince, restRSS := start, int64(0)
+	for i := 0; ; i++ {
 		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return s, ctx.Err()
-			case <-time.After(memoryInterval):
+			if err := sleep(ctx, memoryInterval); err != nil {
+				return s, err
 			}
 		}
 		m, err := metricValues(ctx, t.Config, "go_")
@@ -64,21 +94,42 @@ func SampleMemory(ctx context.Context, t Target) (MemorySample, error) {
 		if !ok {
 			return s, fmt.Errorf("no go_memstats_heap_inuse_bytes in /metrics")
 		}
+		rss, err := testbed.RSS(t.ServerPID)
+		if err != nil {
+			return s, err
+		}
+		now := time.Now()
 		if i == 0 || heap < s.HeapInuse {
 			s.HeapInuse = heap
 		}
+		if i == 0 || rss < s.ServerRSS {
+			s.ServerRSS = rss
+		}
+		if i == 0 || rss < restRSS-memoryRestSlack {
+			restSince, restRSS = now, rss
+		}
 		s.HeapLive = m["go_gc_heap_live_bytes"]
-	}
-	var err error
-	if s.ServerRSS, err = testbed.RSS(t.ServerPID); err != nil {
-		return s, err
+		if i+1 >= memorySamples && now.Sub(restSince) >= memoryRestWindow || now.Sub(start) >= memoryRestLimit {
+			break
+		}
 	}
 	if t.EtcdPID != 0 {
+		var err error
 		if s.EtcdRSS, err = testbed.RSS(t.EtcdPID); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
+}
+
+// sleep waits d, or returns the context's error if it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // get GETs path from the server and returns its body, or an error for
