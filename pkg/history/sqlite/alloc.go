@@ -38,7 +38,7 @@ const pageCacheLines = (writeCacheKiB+maxReaders*readCacheKiB)/4 + 64
 // givePageCachePool hands SQLite one pool for every connection's cached pages
 // (SQLITE_CONFIG_PAGECACHE), mapped once for the life of the process. The
 // whole pool is resident from the first Open on: SQLite links every line
-// into its free list when it initializes, writing to each (about 27 MiB at
+// into its free list when it initializes, writing to each (about 10 MiB at
 // pageCacheLines). Without it each 4 KiB page is a malloc of
 // about 4.3 KB, which modernc.org/memory serves from its 8 KiB size class;
 // once growing caches had taken every free block of that class, the
