@@ -121,8 +121,9 @@ const (
 	// Measured again for 8 against 16 MiB, two alternating runs each:
 	// spread 64.8, 59.9 against 56.7, 71.4 µs of CPU per version (with
 	// 300,000 versions before instead of 50,000: 90.8, 109 against 96.9,
-	// 94.8); capturecpu 30.1, 28.2 against 29.2, 31.4. All of it is resident from the start
-	// (givePageCachePool), so it is no larger than that.
+	// 94.8); capturecpu 30.1, 28.2 against 29.2, 31.4. All of it is
+	// resident from the start (givePageCachePool), so it is no larger than
+	// that.
 	writeCacheKiB = 8 << 10
 	// maxReaders bounds concurrent queries and so the readers' page caches.
 	maxReaders = 4
