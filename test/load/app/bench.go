@@ -55,6 +55,7 @@ func newBenchCommand() *cobra.Command {
 			WatchRate:            200,
 			DescribeRequests:     20,
 			DescribeTime:         2 * time.Second,
+			MemoryRest:           workload.MemoryRest,
 			StormClients:         32,
 			StormRate:            2000,
 		},
@@ -90,6 +91,7 @@ func newBenchCommand() *cobra.Command {
 	fs.IntVar(&o.WatchRate, "watch-rate", o.WatchRate, "Events a second written under watch")
 	fs.IntVar(&o.DescribeRequests, "describe-requests", o.DescribeRequests, "most requests per describe query and store size")
 	fs.DurationVar(&o.DescribeTime, "describe-time", o.DescribeTime, "time per describe query and store size (at least 3 requests)")
+	fs.DurationVar(&o.MemoryRest, "memory-rest", o.MemoryRest, "memory: how long a server's RSS must hold still (after two forced GCs) before it is sampled")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "etcd data and server logs (default: a new temporary directory, removed after a successful run)")
 	fs.BoolVar(&o.keepWork, "keep-work-dir", false, "keep --work-dir after a successful run")
 	fs.StringVar(&o.outDir, "out-dir", o.outDir, "where results.json, table.md and describe.svg go")

@@ -198,7 +198,7 @@ func newMemoryCommand() *cobra.Command {
 			"preloading, and reports the growth per Event.",
 		Args: cobra.NoArgs,
 		RunE: run(&t, func(ctx context.Context, tg workload.Target) ([]workload.Measurement, error) {
-			s, err := workload.SampleMemory(ctx, tg)
+			s, err := workload.SampleMemory(ctx, tg, workload.MemoryRest)
 			if err != nil {
 				return nil, err
 			}

@@ -65,6 +65,11 @@ type Options struct {
 	DescribeRequests int
 	DescribeTime     time.Duration
 
+	// MemoryRest is how long a server's RSS must hold still before its
+	// memory is sampled (workload.MemoryRest; 0 only where the figures do
+	// not matter).
+	MemoryRest time.Duration
+
 	// WorkDir holds the etcd data and server logs.
 	WorkDir string
 	// ProfileDir, when set, gets CPU profiles of every server taken in one
@@ -374,7 +379,7 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		return r, ctx.Err()
 	case <-time.After(memorySettle):
 	}
-	empty, err := workload.SampleMemory(ctx, t)
+	empty, err := workload.SampleMemory(ctx, t, o.MemoryRest)
 	if err != nil {
 		return r, err
 	}
@@ -420,7 +425,7 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 	}
 	valueBytes := float64(preloaded.Bytes) / float64(max(1, preloaded.Events))
 	settle("")
-	full, err := workload.SampleMemory(ctx, t)
+	full, err := workload.SampleMemory(ctx, t, o.MemoryRest)
 	if err != nil {
 		return r, err
 	}
@@ -475,7 +480,7 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		}
 	}
 	settle(" after restart")
-	rested, err := workload.SampleMemory(ctx, t)
+	rested, err := workload.SampleMemory(ctx, t, o.MemoryRest)
 	if err != nil {
 		return r, err
 	}

@@ -55,7 +55,9 @@ func TestSmoke(t *testing.T) {
 		DescribeRequests:     3,
 		DescribeTime:         time.Second,
 		WorkDir:              t.TempDir(),
-		// Unlike the benchmark, the test does not care about durability.
+		// Unlike the benchmark, the test does not care about durability,
+		// nor about the servers' memory at rest (MemoryRest 0: sampled at
+		// once).
 		EtcdUnsafeNoFsync: true,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -44,16 +44,17 @@ const (
 // within minutes (the runtime forces a GC every 2 minutes).
 const memoryCollections = 2
 
-// The runtime's scavenger returns those pages at its own pace, about 1% of a
-// core: over 100k Events, event-apiserver's RSS fell in steps for 1.5 to 4 s
-// after the second GC (316 to 292 MiB, 318 to 289), and sampled within 2 s
-// it ranged from 279 to 329 MiB over three restarts. So sampling goes on
-// until the RSS has not fallen by more than memoryRestSlack for
-// memoryRestWindow, or for at most memoryRestLimit.
+// MemoryRest is how long the RSS must hold still before a sample is the
+// server at rest. The runtime's scavenger returns those pages at its own
+// pace, about 1% of a core: over 100k Events, event-apiserver's RSS fell in
+// steps for 1.5 to 4 s after the second GC (316 to 292 MiB, 318 to 289), and
+// sampled within 2 s it ranged from 279 to 329 MiB over three restarts. So
+// sampling goes on until the RSS has not fallen by more than
+// memoryRestSlack for the rest asked for, or for at most memoryRestLimit.
 const (
-	memoryRestWindow = 3 * time.Second
-	memoryRestSlack  = 1 << 20
-	memoryRestLimit  = 30 * time.Second
+	MemoryRest      = 3 * time.Second
+	memoryRestSlack = 1 << 20
+	memoryRestLimit = 30 * time.Second
 )
 
 // SampleMemory reads the server's and etcd's RSS and the server's Go heap
@@ -61,8 +62,9 @@ const (
 // garbage (the pprof heap endpoint's gc=1, on every server the bench runs;
 // memoryCollections times), so that the live heap is the live heap now, not
 // at a GC that ran before the last writes settled, then takes the least of
-// samples until the RSS stops falling.
-func SampleMemory(ctx context.Context, t Target) (MemorySample, error) {
+// samples until the RSS has held still for rest (MemoryRest; 0: the first
+// memorySamples samples, for tests that measure nothing).
+func SampleMemory(ctx context.Context, t Target, rest time.Duration) (MemorySample, error) {
 	if t.ServerPID == 0 {
 		return MemorySample{}, fmt.Errorf("memory needs the server's pid")
 	}
@@ -109,7 +111,7 @@ func SampleMemory(ctx context.Context, t Target) (MemorySample, error) {
 			restSince, restRSS = now, rss
 		}
 		s.HeapLive = m["go_gc_heap_live_bytes"]
-		if i+1 >= memorySamples && now.Sub(restSince) >= memoryRestWindow || now.Sub(start) >= memoryRestLimit {
+		if i+1 >= memorySamples && now.Sub(restSince) >= rest || now.Sub(start) >= memoryRestLimit {
 			break
 		}
 	}
