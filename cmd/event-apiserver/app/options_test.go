@@ -36,18 +36,7 @@ func TestValidate(t *testing.T) {
 		{name: "certificate validity too short", args: []string{"--self-signed-cert-validity=10s"}, wantErr: "at least 1m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			for _, f := range o.Flags().FlagSets {
-				fs.AddFlagSet(f)
-			}
-			if err := fs.Parse(append([]string{"--data-dir=" + t.TempDir()}, tc.args...)); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Complete(); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
+			err := completedOptions(t, tc.args...).Validate()
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("unexpected error: %v", err)
@@ -86,20 +75,28 @@ func TestSizeEstimate(t *testing.T) {
 			if tc.set != nil {
 				featuregatetesting.SetFeatureGateDuringTest(t, gate, genericfeatures.SizeBasedListCostEstimate, *tc.set)
 			}
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			for _, f := range o.Flags().FlagSets {
-				fs.AddFlagSet(f)
-			}
-			if err := fs.Parse(append([]string{"--data-dir=" + t.TempDir()}, tc.args...)); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Complete(); err != nil {
-				t.Fatal(err)
-			}
+			completedOptions(t, tc.args...)
 			if got := gate.Enabled(genericfeatures.SizeBasedListCostEstimate); got != tc.want {
 				t.Errorf("SizeBasedListCostEstimate enabled: %v, want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// completedOptions parses args as the command's flags, with a fresh
+// --data-dir, and completes them.
+func completedOptions(t *testing.T, args ...string) *Options {
+	t.Helper()
+	o := NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	for _, f := range o.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
+	if err := fs.Parse(append([]string{"--data-dir=" + t.TempDir()}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
