@@ -196,8 +196,10 @@ func (o *Options) Complete() error {
 		// and fairness only, and keeps the size of every key it has seen
 		// (6 MB at 100k Events), updated on every watch event. Without
 		// priority and fairness it would feed one metric, so it is off
-		// unless --feature-gates asks for it.
-		if !utilfeature.DefaultMutableFeatureGate.ExplicitlySet(genericfeatures.SizeBasedListCostEstimate) {
+		// unless --feature-gates asks for it. A gate off already (an
+		// --emulated-version from before it) cannot be set at all.
+		if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.SizeBasedListCostEstimate) &&
+			!utilfeature.DefaultMutableFeatureGate.ExplicitlySet(genericfeatures.SizeBasedListCostEstimate) {
 			if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(genericfeatures.SizeBasedListCostEstimate): false}); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/version"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
@@ -57,11 +58,14 @@ func TestSizeEstimate(t *testing.T) {
 		name string
 		args []string
 		// set is the gate's value from --feature-gates, if given.
-		set  *bool
-		want bool
+		set *bool
+		// emulated is --emulated-version, if given.
+		emulated string
+		want     bool
 	}{
 		{name: "standalone", want: false},
 		{name: "standalone, gate set", set: ptr.To(true), want: true},
+		{name: "standalone, emulating a version before the gate", emulated: "1.33", want: false},
 		{name: "aggregated", args: []string{"--aggregated", "--etcd-servers=http://127.0.0.1:2379"}, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +76,9 @@ func TestSizeEstimate(t *testing.T) {
 			}
 			reset()
 			t.Cleanup(reset)
+			if tc.emulated != "" {
+				featuregatetesting.SetFeatureGateEmulationVersionDuringTest(t, gate, version.MustParse(tc.emulated))
+			}
 			if tc.set != nil {
 				featuregatetesting.SetFeatureGateDuringTest(t, gate, genericfeatures.SizeBasedListCostEstimate, *tc.set)
 			}
