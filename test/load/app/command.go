@@ -193,9 +193,10 @@ func newMemoryCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "The server's RSS and Go heap in use, and etcd's RSS, now",
-		Long: "Reads VmRSS of --server-pid and --etcd-pid from /proc and go_memstats_heap_inuse_bytes from the " +
-			"server's /metrics (the least of a few samples), and go_gc_heap_live_bytes (the heap the last GC found live). bench takes it on an empty server and after " +
-			"preloading, and reports the growth per Event.",
+		Long: "Has the server run two GCs, then reads VmRSS of --server-pid from /proc and go_memstats_heap_inuse_bytes " +
+			"from the server's /metrics until the RSS has held still for 3 s (the least of the samples: the server at rest), " +
+			"go_gc_heap_live_bytes (the heap the last GC found live), and VmRSS of --etcd-pid. bench takes it on an empty " +
+			"server and after preloading, and reports the growth per Event.",
 		Args: cobra.NoArgs,
 		RunE: run(&t, func(ctx context.Context, tg workload.Target) ([]workload.Measurement, error) {
 			s, err := workload.SampleMemory(ctx, tg, workload.MemoryRest)

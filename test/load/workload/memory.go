@@ -45,8 +45,8 @@ const (
 const memoryCollections = 2
 
 // MemoryRest is how long the RSS must hold still before a sample is the
-// server at rest. The runtime's scavenger returns those pages at its own
-// pace, about 1% of a core: over 100k Events, event-apiserver's RSS fell in
+// server at rest. The runtime's scavenger returns the pages a GC freed at its
+// own pace, about 1% of a core: over 100k Events, event-apiserver's RSS fell in
 // steps for 1.5 to 4 s after the second GC (316 to 292 MiB, 318 to 289), and
 // sampled within 2 s it ranged from 279 to 329 MiB over three restarts. So
 // sampling goes on until the RSS has not fallen by more than
