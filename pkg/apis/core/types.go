@@ -11,8 +11,9 @@ import (
 // Event is the union of core/v1 Event and events.k8s.io/v1 Event. Fields are
 // named as in core/v1; events.k8s.io/v1 renames some of them (Regarding,
 // Note, Deprecated*) and the conversions map those names.
+//
+// It has no TypeMeta (see GetObjectKind).
 type Event struct {
-	metav1.TypeMeta
 	metav1.ObjectMeta
 
 	// InvolvedObject is events.k8s.io/v1's Regarding.

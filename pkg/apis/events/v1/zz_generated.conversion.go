@@ -72,6 +72,7 @@ func RegisterConversions(s *runtime.Scheme) error {
 }
 
 func autoConvert_v1_Event_To_core_Event(in *eventsv1.Event, out *core.Event, s conversion.Scope) error {
+	// WARNING: in.TypeMeta requires manual conversion: does not exist in peer-type
 	out.ObjectMeta = in.ObjectMeta
 	out.EventTime = in.EventTime
 	out.Series = (*core.EventSeries)(unsafe.Pointer(in.Series))

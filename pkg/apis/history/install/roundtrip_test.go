@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/diff"
@@ -36,9 +35,7 @@ func TestRoundTrip(t *testing.T) {
 	f := fuzzer.FuzzerFor(fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, corefuzzer.Funcs, func(runtimeserializer.CodecFactory) []interface{} {
 		return []interface{}{func(r *historyapi.EventRecord, c randfill.Continue) {
 			c.FillNoCustom(r)
-			// The nested Event is not a top-level object: no kind of its own.
 			c.Fill(&r.Event)
-			r.Event.TypeMeta = metav1.TypeMeta{}
 		}}
 	}), rand.NewSource(seed), codecs)
 	json, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
