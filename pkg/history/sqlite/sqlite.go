@@ -118,12 +118,9 @@ const (
 	// up, BenchmarkWrite's CPU per version did not change (8, 16 and 32 MiB
 	// over 70,000 and 320,000 versions; 4 MiB cost 40% more): the rest of a
 	// large store's indexes is read from the OS's cache whatever this is.
-	// Measured again for 8 against 16 MiB, two alternating runs each:
-	// spread 64.8, 59.9 against 56.7, 71.4 µs of CPU per version (with
-	// 300,000 versions before instead of 50,000: 90.8, 109 against 96.9,
-	// 94.8); capturecpu 30.1, 28.2 against 29.2, 31.4. All of it is
-	// resident from the start (givePageCachePool), so it is no larger than
-	// that.
+	// BenchmarkWrite found 8 and 16 MiB equal again when this went to 8 MiB
+	// (docs/benchmarks-log.md, 2026-11-26 05:18). All of it is resident
+	// from the start (givePageCachePool), so it is no larger than that.
 	writeCacheKiB = 8 << 10
 	// maxReaders bounds concurrent queries and so the readers' page caches.
 	maxReaders = 4

@@ -47,8 +47,8 @@ const memoryCollections = 2
 // MemoryRest is how long the RSS must hold still before a sample is the
 // server at rest. The runtime's scavenger returns the pages a GC freed at its
 // own pace, about 1% of a core: over 100k Events, event-apiserver's RSS fell in
-// steps for 1.5 to 4 s after the second GC (316 to 292 MiB, 318 to 289), and
-// sampled within 2 s it ranged from 279 to 329 MiB over three restarts. So
+// steps for seconds after the second GC, and a sample read sooner moved by
+// tens of MiB between restarts (docs/benchmarks-log.md, 2026-11-26 05:18). So
 // sampling goes on until the RSS has not fallen by more than
 // memoryRestSlack for the rest asked for, or for at most memoryRestLimit.
 const (
