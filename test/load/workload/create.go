@@ -82,6 +82,10 @@ func Create(ctx context.Context, t Target, o CreateOptions) ([]Measurement, erro
 		out = append(out, Measurement{Workload: "create", Metric: name + " server+etcd CPU", Unit: "ms/event",
 			Value: ms(used) / float64(r.ok), Better: Lower, Count: r.ok, Errors: r.failed})
 	}
+	if used, ok := cpu.etcdUsed(); ok && r.ok > 0 {
+		out = append(out, Measurement{Workload: "create", Metric: name + " etcd CPU", Unit: "ms/event",
+			Value: ms(used) / float64(r.ok), Better: Lower, Count: r.ok, Errors: r.failed})
+	}
 	return out, nil
 }
 

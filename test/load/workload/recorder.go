@@ -108,6 +108,10 @@ func Recorder(ctx context.Context, t Target, o RecorderOptions) ([]Measurement, 
 		out = append(out, Measurement{Workload: "recorder", Metric: name + " server+etcd CPU", Unit: "ms/write",
 			Value: ms(used) / float64(ok), Better: Lower, Count: ok, Errors: failed})
 	}
+	if used, measured := cpu.etcdUsed(); measured && ok > 0 {
+		out = append(out, Measurement{Workload: "recorder", Metric: name + " etcd CPU", Unit: "ms/write",
+			Value: ms(used) / float64(ok), Better: Lower, Count: ok, Errors: failed})
+	}
 	return out, nil
 }
 

@@ -15,8 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"golang.org/x/time/rate"
-
-	"github.com/eventapiserver/event-apiserver/internal/testbed"
 )
 
 // The storm's namespaces: the stormers write into one, the person
@@ -152,7 +150,6 @@ func Storm(ctx context.Context, t Target, o StormOptions) ([]Measurement, error)
 		measured = o.Measuring()
 	}
 	cpu := t.startCPU()
-	serverCPU0, _ := testbed.CPUTime(t.ServerPID)
 	start := time.Now()
 
 	lat := &Latencies{}
@@ -185,7 +182,7 @@ func Storm(ctx context.Context, t Target, o StormOptions) ([]Measurement, error)
 	}
 	elapsed := time.Since(start)
 	used, cpuOK := cpu.used()
-	serverCPU1, serverErr := testbed.CPUTime(t.ServerPID)
+	serverUsed, serverOK := cpu.serverUsed()
 	a, r, f := accepted.Load(), refused.Load(), failed.Load()
 	stopStorm()
 	measured()
@@ -217,9 +214,9 @@ func Storm(ctx context.Context, t Target, o StormOptions) ([]Measurement, error)
 	// Per refusal: all the server's CPU over the refusals, so an upper
 	// bound (it includes the accepted writes and the describes); etcd is
 	// left out, as a refusal never reaches it.
-	if serverErr == nil && t.ServerPID != 0 && r > 0 {
+	if serverOK && r > 0 {
 		out = append(out, Measurement{Workload: "storm", Metric: "server CPU per refusal", Unit: "ms/write",
-			Value: ms(serverCPU1-serverCPU0) / float64(r), Better: Lower, Count: r, Errors: f})
+			Value: ms(serverUsed) / float64(r), Better: Lower, Count: r, Errors: f})
 	}
 	return out, nil
 }

@@ -163,32 +163,49 @@ func (t Target) EnsureNamespaces(ctx context.Context, names ...string) error {
 
 // cpuMeter reads the CPU time the server and etcd used between two points.
 type cpuMeter struct {
-	pids  []int
-	start time.Duration
+	server, etcd processCPU
+}
+
+// processCPU is one process's CPU time since a start: pid 0 is unknown, and
+// measured says whether the start could be read.
+type processCPU struct {
+	pid      int
+	start    time.Duration
+	measured bool
 }
 
 func (t Target) startCPU() *cpuMeter {
-	m := &cpuMeter{}
-	for _, pid := range []int{t.ServerPID, t.EtcdPID} {
-		if pid != 0 {
-			m.pids = append(m.pids, pid)
-		}
-	}
-	m.start = m.total()
-	return m
+	return &cpuMeter{server: startProcessCPU(t.ServerPID), etcd: startProcessCPU(t.EtcdPID)}
 }
 
-func (m *cpuMeter) total() time.Duration {
-	var sum time.Duration
-	for _, pid := range m.pids {
-		if d, err := testbed.CPUTime(pid); err == nil {
-			sum += d
-		}
+func startProcessCPU(pid int) processCPU {
+	if pid == 0 {
+		return processCPU{}
 	}
-	return sum
+	d, err := testbed.CPUTime(pid)
+	return processCPU{pid: pid, start: d, measured: err == nil}
 }
 
-// used is the CPU time since startCPU, and whether it could be measured.
+// used is the CPU time since the start, and whether it could be measured.
+func (p processCPU) used() (time.Duration, bool) {
+	if !p.measured {
+		return 0, false
+	}
+	d, err := testbed.CPUTime(p.pid)
+	if err != nil {
+		return 0, false
+	}
+	return d - p.start, true
+}
+
+// used is the CPU time the server and etcd used since startCPU (either
+// alone when the other is unknown), and whether any could be measured.
 func (m *cpuMeter) used() (time.Duration, bool) {
-	return m.total() - m.start, len(m.pids) > 0
+	s, sok := m.server.used()
+	e, eok := m.etcd.used()
+	return s + e, sok || eok
 }
+
+// serverUsed and etcdUsed are the parts of used.
+func (m *cpuMeter) serverUsed() (time.Duration, bool) { return m.server.used() }
+func (m *cpuMeter) etcdUsed() (time.Duration, bool)   { return m.etcd.used() }
