@@ -22,8 +22,8 @@ const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/js
 
 // TestMatchesKubeAPIServer writes the same Events to our server and to
 // kube-apiserver v1.36.3 and compares what clients see: discovery entries,
-// the Events as JSON through both APIs, server-side tables and kubectl's
-// output. It skips when _output/bin/kube-apiserver has not been built.
+// the Events as JSON through both APIs, server-side tables, kubectl's
+// output, and the answers to a sequence of requests (requestSequence). It skips when _output/bin/kube-apiserver has not been built.
 func TestMatchesKubeAPIServer(t *testing.T) {
 	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
@@ -33,10 +33,12 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	ctx := context.Background()
 	// A namespace of our own, so that nothing kube-apiserver records
 	// itself shows up in the lists compared below.
-	const ns = "compat"
-	if _, err := kube.Client(t).CoreV1().Namespaces().Create(ctx,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	const ns, sequenceNS = "compat", "compat-sequence"
+	for _, name := range []string{ns, sequenceNS} {
+		if _, err := kube.Client(t).CoreV1().Namespaces().Create(ctx,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// The same objects, timestamps included, to both servers.
@@ -181,6 +183,10 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 			assertHeaders(t, o, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
 				"MESSAGE", "FIRST SEEN", "COUNT", "NAME"})
 		}
+	})
+
+	t.Run("request sequence", func(t *testing.T) {
+		compareRequestSequence(t, ours, theirs, sequenceNS)
 	})
 }
 

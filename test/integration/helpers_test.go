@@ -155,6 +155,7 @@ func adminRawClient(t *testing.T, s *framework.Server) *rawClient {
 type response struct {
 	code        int
 	contentType string
+	header      http.Header
 	body        []byte
 }
 
@@ -182,7 +183,7 @@ func (c *rawClient) do(t *testing.T, method, path string, body []byte, header ma
 	if err != nil {
 		t.Fatalf("%s %s: reading body: %v", method, path, err)
 	}
-	return response{code: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: data}
+	return response{code: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), header: resp.Header, body: data}
 }
 
 // status decodes the body as a metav1.Status (JSON), failing the test when
