@@ -11,6 +11,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/client-go/kubernetes"
 
@@ -185,6 +186,31 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("OpenAPI kinds", func(t *testing.T) {
+		// kube-apiserver's OpenAPI aggregator merges our definitions into
+		// its own; a kind on a definition that kube-apiserver has without
+		// one made it panic. Definitions both documents have must carry the
+		// same kinds in the group versions both serve.
+		for _, path := range []string{"/openapi/v2", "/openapi/v3/api/v1", "/openapi/v3/apis/events.k8s.io/v1"} {
+			o := openAPIKinds(t, mustGet(t, ours, path, ""))
+			k := openAPIKinds(t, mustGet(t, theirs, path, ""))
+			for name, kinds := range o {
+				for _, kind := range kinds {
+					if kind.Version == runtime.APIVersionInternal {
+						t.Errorf("%s: %s carries the internal kind %v", path, name, kind)
+					}
+				}
+				theirKinds, ok := k[name]
+				if !ok {
+					continue
+				}
+				if mine, theirs := servedKinds(kinds), servedKinds(theirKinds); !apiequality.Semantic.DeepEqual(mine, theirs) {
+					t.Errorf("%s: %s's kinds differ (-kube +ours):\n%s", path, name, diff.Diff(theirs, mine))
+				}
+			}
+		}
+	})
+
 	t.Run("request sequence", func(t *testing.T) {
 		compareRequestSequence(t, ours, theirs, sequenceNS)
 	})
@@ -267,4 +293,42 @@ func tableRowsByName(t *testing.T, table *metav1.Table) map[string][]any {
 		rows[name] = row.Cells
 	}
 	return rows
+}
+
+// openAPIKinds maps each definition (v2) or schema (v3) of an OpenAPI
+// document to its x-kubernetes-group-version-kind list.
+func openAPIKinds(t *testing.T, r response) map[string][]metav1.GroupVersionKind {
+	t.Helper()
+	type definition struct {
+		Kinds []metav1.GroupVersionKind `json:"x-kubernetes-group-version-kind"`
+	}
+	var doc struct {
+		Definitions map[string]definition `json:"definitions"`
+		Components  struct {
+			Schemas map[string]definition `json:"schemas"`
+		} `json:"components"`
+	}
+	decodeJSON(t, r, &doc)
+	kinds := map[string][]metav1.GroupVersionKind{}
+	for _, defs := range []map[string]definition{doc.Definitions, doc.Components.Schemas} {
+		for name, d := range defs {
+			kinds[name] = d.Kinds
+		}
+	}
+	if len(kinds) == 0 {
+		t.Fatalf("no definitions in %.300s", r.body)
+	}
+	return kinds
+}
+
+// servedKinds keeps the kinds of the group versions both servers serve
+// (kube-apiserver's scheme also knows events.k8s.io/v1beta1).
+func servedKinds(kinds []metav1.GroupVersionKind) []metav1.GroupVersionKind {
+	var served []metav1.GroupVersionKind
+	for _, k := range kinds {
+		if k.Version == "v1" && (k.Group == "" || k.Group == "events.k8s.io") {
+			served = append(served, k)
+		}
+	}
+	return served
 }

@@ -15,3 +15,15 @@ import "k8s.io/apimachinery/pkg/runtime/schema"
 // EventList converts item by item, where matching layouts let the generated
 // conversion reuse the items (BenchmarkEventListToV1 in ./install).
 func (e *Event) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// OpenAPIModelName names the internal Event as the scheme would by its Go
+// package and type. Without it, the method ObjectMeta's embedding promotes
+// (ObjectMeta is the only embedded field) answers instead: the OpenAPI
+// definition namer then tags ObjectMeta's definition with the internal
+// Event's kinds, and kube-apiserver's OpenAPI aggregator, merging that into
+// its own ObjectMeta, which has no extensions, panics on a nil map
+// (kube-openapi's mergeSpecs) the first time it serves /openapi/v2 with
+// this server behind an APIService.
+func (*Event) OpenAPIModelName() string {
+	return "com.github.eventapiserver.event-apiserver.pkg.apis.core.Event"
+}
