@@ -300,6 +300,21 @@ func TestAggregated(t *testing.T) {
 		wantStatus.Message = strings.Replace(wantStatus.Message, `events "late"`, `events.events.k8s.io "late"`, 1)
 		assertSameStatus(t, &apierrors.StatusError{ErrStatus: wantStatus}, errTerminating)
 	})
+
+	t.Run("request sequence against kube-apiserver alone", func(t *testing.T) {
+		// core/v1 goes to kube-apiserver in both clusters, events.k8s.io/v1
+		// to us through the aggregation layer in one and to kube-apiserver
+		// itself in the other; the answers must not tell them apart.
+		plain := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+		const ns = "compat-sequence"
+		c.createNamespace(t, ns)
+		if _, err := plain.Client(t).CoreV1().Namespaces().Create(ctx,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		compareRequestSequence(t, newRawClient(t, c.kube.RestConfig(), c.kube.AdminToken),
+			newRawClient(t, plain.RestConfig(), plain.AdminToken), ns)
+	})
 }
 
 func testKubectlThroughAggregator(t *testing.T, c *aggregatedCluster, bin, name string) {

@@ -133,7 +133,8 @@ func requestSequence(ns string) []sequenceRequest {
 	}
 }
 
-// compareRequestSequence sends requestSequence(ns) to ours and theirs and
+// compareRequestSequence sends requestSequence(ns) to ours and theirs (a
+// cluster with event-apiserver in it, and kube-apiserver alone) and
 // reports every answer that differs in code, content type, warnings or
 // normalized body.
 func compareRequestSequence(t *testing.T, ours, theirs *rawClient, ns string) {
