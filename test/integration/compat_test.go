@@ -24,7 +24,9 @@ const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/js
 // TestMatchesKubeAPIServer writes the same Events to our server and to
 // kube-apiserver v1.36.3 and compares what clients see: discovery entries,
 // the Events as JSON through both APIs, server-side tables, kubectl's
-// output, and the answers to a sequence of requests (requestSequence). It skips when _output/bin/kube-apiserver has not been built.
+// output, the kinds in the OpenAPI documents and the answers to a sequence
+// of requests (requestSequence). It skips when _output/bin/kube-apiserver
+// has not been built.
 func TestMatchesKubeAPIServer(t *testing.T) {
 	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
@@ -32,7 +34,7 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	ours := adminRawClient(t, server)
 	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
 	ctx := context.Background()
-	// A namespace of our own, so that nothing kube-apiserver records
+	// Namespaces of our own, so that nothing kube-apiserver records
 	// itself shows up in the lists compared below.
 	const ns, sequenceNS = "compat", "compat-sequence"
 	for _, name := range []string{ns, sequenceNS} {
@@ -204,8 +206,8 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 				if !ok {
 					continue
 				}
-				if mine, theirs := servedKinds(kinds), servedKinds(theirKinds); !apiequality.Semantic.DeepEqual(mine, theirs) {
-					t.Errorf("%s: %s's kinds differ (-kube +ours):\n%s", path, name, diff.Diff(theirs, mine))
+				if got, want := servedKinds(kinds), servedKinds(theirKinds); !apiequality.Semantic.DeepEqual(got, want) {
+					t.Errorf("%s: %s's kinds differ (-kube +ours):\n%s", path, name, diff.Diff(want, got))
 				}
 			}
 		}
