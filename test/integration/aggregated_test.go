@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -301,11 +302,14 @@ func TestAggregated(t *testing.T) {
 		assertSameStatus(t, &apierrors.StatusError{ErrStatus: wantStatus}, errTerminating)
 	})
 
+	// kube-apiserver alone, serving events.k8s.io/v1 itself, for what the
+	// subtests below compare.
+	plain := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+
 	t.Run("request sequence against kube-apiserver alone", func(t *testing.T) {
 		// core/v1 goes to kube-apiserver in both clusters, events.k8s.io/v1
 		// to us through the aggregation layer in one and to kube-apiserver
 		// itself in the other; the answers must not tell them apart.
-		plain := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 		const ns = "compat-sequence"
 		c.createNamespace(t, ns)
 		if _, err := plain.Client(t).CoreV1().Namespaces().Create(ctx,
@@ -315,6 +319,76 @@ func TestAggregated(t *testing.T) {
 		compareRequestSequence(t, newRawClient(t, c.kube.RestConfig(), c.kube.AdminToken),
 			newRawClient(t, plain.RestConfig(), plain.AdminToken), ns)
 	})
+
+	t.Run("ValidatingAdmissionPolicy", func(t *testing.T) {
+		// The cluster's policies apply to the Events we serve, as they do
+		// to kube-apiserver's own: our admission chain reads them from
+		// kube-apiserver.
+		clusters := map[string]kubernetes.Interface{"event-apiserver": c.client, "kube-apiserver": plain.Client(t)}
+		for _, client := range clusters {
+			createNoteDenyingPolicy(ctx, t, client)
+		}
+		refused := map[string]error{}
+		for who, client := range clusters {
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				ev := schedulerStyleEvent("default", uniqueName("denied"))
+				ev.Note = "a forbidden note"
+				_, refused[who] = client.EventsV1().Events("default").Create(ctx, ev, metav1.CreateOptions{})
+				// A validation without a reason refuses with 422 Invalid.
+				return apierrors.IsInvalid(refused[who]), nil
+			})
+			if err != nil {
+				t.Fatalf("%s never applied the policy: %v (last answer %v)", who, err, refused[who])
+			}
+		}
+		// Names differ; the rest of the Status must not.
+		for who, err := range refused {
+			if status, ok := err.(apierrors.APIStatus); ok {
+				s := status.Status()
+				s.Message = strings.Replace(s.Message, s.Details.Name, "<name>", 1)
+				s.Details.Name = ""
+				refused[who] = &apierrors.StatusError{ErrStatus: s}
+			}
+		}
+		assertSameStatus(t, refused["kube-apiserver"], refused["event-apiserver"])
+		if _, err := c.client.EventsV1().Events("default").Create(ctx, schedulerStyleEvent("default", "allowed"), metav1.CreateOptions{}); err != nil {
+			t.Errorf("an Event the policy allows: %v", err)
+		}
+	})
+}
+
+// createNoteDenyingPolicy installs a ValidatingAdmissionPolicy, and its
+// binding, that refuses events.k8s.io/v1 Events whose note says
+// "forbidden".
+func createNoteDenyingPolicy(ctx context.Context, t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	fail := admissionregistrationv1.Fail
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-forbidden-notes"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"events.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"events"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "!object.note.contains('forbidden')", Message: "notes may not say forbidden"}},
+		},
+	}
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-forbidden-notes"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func testKubectlThroughAggregator(t *testing.T, c *aggregatedCluster, bin, name string) {
