@@ -5,14 +5,15 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -92,11 +93,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	ec.WatchProgressNotifyInterval = cfg.ProgressNotifyInterval
 	ec.LogLevel = "error"
 	closing := &atomic.Bool{}
-	logger, err := newLogger(closing)
-	if err != nil {
-		return nil, err
-	}
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newLogger(closing))
 	// The API server compacts etcd itself (storagebackend.DefaultCompactInterval),
 	// as kube-apiserver does, so etcd's own auto-compaction stays off.
 	ec.AutoCompactionRetention = "0"
@@ -148,17 +145,55 @@ func (e *Embedded) watch() {
 	}
 }
 
-// newLogger is etcd's own default logger (JSON on stderr, errors only),
-// except that once closing is set it drops the error etcd logs for each of
-// its listeners as Close stops them ("setting up serving from embedded etcd
+// newLogger logs etcd's errors, and nothing below, through klog, so that
+// they reach the server's log in its --logging-format like every other
+// line (etcd's own logger writes JSON of another shape on stderr), except
+// that once closing is set it drops the error etcd logs for each of its
+// listeners as Close stops them ("setting up serving from embedded etcd
 // failed": "mux: server closed", "http: Server closed", "use of closed
 // network connection"), which would otherwise end every clean shutdown.
-func newLogger(closing *atomic.Bool) (*zap.Logger, error) {
-	config := logutil.DefaultZapLoggerConfig
-	config.Level = zap.NewAtomicLevelAt(zap.ErrorLevel)
-	return config.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-		return quietOnClose{Core: c, closing: closing}
-	}))
+func newLogger(closing *atomic.Bool) *zap.Logger {
+	return zap.New(quietOnClose{Core: klogErrors{}, closing: closing}, zap.AddCaller())
+}
+
+// klogErrors writes zap's error entries (and worse) as klog errors, their
+// fields as its key/value pairs; it drops the rest.
+type klogErrors struct {
+	fields []zapcore.Field
+}
+
+func (klogErrors) Enabled(level zapcore.Level) bool { return level >= zapcore.ErrorLevel }
+
+func (c klogErrors) With(fields []zapcore.Field) zapcore.Core {
+	return klogErrors{fields: append(slices.Clip(c.fields), fields...)}
+}
+
+func (c klogErrors) Check(entry zapcore.Entry, checked *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(entry.Level) {
+		return checked.AddCore(entry, c)
+	}
+	return checked
+}
+
+func (c klogErrors) Write(entry zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range append(slices.Clip(c.fields), fields...) {
+		f.AddTo(enc)
+	}
+	keysAndValues := []any{"component", "etcd"}
+	if entry.Caller.Defined {
+		keysAndValues = append(keysAndValues, "etcdCaller", entry.Caller.TrimmedPath())
+	}
+	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
+		keysAndValues = append(keysAndValues, k, enc.Fields[k])
+	}
+	klog.ErrorS(nil, entry.Message, keysAndValues...)
+	return nil
+}
+
+func (klogErrors) Sync() error {
+	klog.Flush()
+	return nil
 }
 
 // listenerStopped is the message etcd's embed.errHandler logs when a
