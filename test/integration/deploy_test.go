@@ -46,7 +46,7 @@ import (
 )
 
 // deployOverlays are the kustomizations a user applies with kubectl apply -k.
-var deployOverlays = []string{"events-etcd", "aggregated", "standalone"}
+var deployOverlays = []string{"events-etcd-certs", "events-etcd", "aggregated", "standalone"}
 
 // renderOverlay runs kubectl kustomize (v1.36.3) on deploy/<dir>.
 func renderOverlay(t *testing.T, dir string) []byte {
@@ -115,12 +115,18 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 	}
 	t.Run("components", func(t *testing.T) {
 		for dir, kinds := range map[string][]string{
-			"networkpolicy":    {"NetworkPolicy"},
-			"monitoring":       {"ServiceMonitor", "PrometheusRule", "ClusterRoleBinding"},
-			"history-postgres": {"Deployment"},
-			"postgres":         {"StatefulSet", "Service"},
+			"networkpolicy":          {"NetworkPolicy"},
+			"monitoring":             {"ServiceMonitor", "PrometheusRule", "ClusterRoleBinding"},
+			"history-postgres":       {"Deployment"},
+			"postgres":               {"StatefulSet", "Service"},
+			"static-pod-etcd":        {"Deployment"},
+			"events-etcd-one-member": {"StatefulSet"},
 		} {
-			stdout := string(renderWithComponents(t, "overlays/aggregated", dir))
+			overlay := "overlays/aggregated"
+			if dir == "events-etcd-one-member" {
+				overlay = "overlays/events-etcd"
+			}
+			stdout := string(renderWithComponents(t, overlay, dir))
 			got := map[string]bool{}
 			for _, obj := range splitManifests(t, []byte(stdout)) {
 				got[obj.GetKind()] = true
@@ -191,12 +197,11 @@ func replicaHost(i int) string { return fmt.Sprintf("event-apiserver-%d.pods.e2e
 func deployHosts() map[string][]string {
 	hosts := map[string][]string{
 		"events-etcd-client." + deployNamespace + ".svc": {etcdMemberIPs[0]},
-		// Headless Service: every member. etcd checks a peer's client
-		// certificate against a reverse lookup of its address; between
-		// loopback addresses the source address is 127.0.0.1, so it too
-		// gets a member-like name (a pod's source address is its own IP).
-		"events-etcd." + deployNamespace + ".svc":               etcdMemberIPs,
-		"loopback-peer.events-etcd." + deployNamespace + ".svc": {"127.0.0.1"},
+		// Headless Service: every member. No name for 127.0.0.1, the
+		// source address between loopback addresses: the members accept
+		// peers by certificate (CN), never by a reverse lookup of their
+		// address, which many clusters cannot do for pod IPs.
+		"events-etcd." + deployNamespace + ".svc": etcdMemberIPs,
 	}
 	for i, ip := range etcdMemberIPs {
 		hosts[fmt.Sprintf("events-etcd-%d.events-etcd.%s.svc", i, deployNamespace)] = []string{ip}
