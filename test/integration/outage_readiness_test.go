@@ -58,6 +58,13 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 	// Two replicas over one etcd, as the Deployment runs them: the first
 	// rides out the outage, the second is restarted during it.
 	steady, restarted := start(), start()
+	// A quiet start: gRPC's abandoned first dial of every etcd client is
+	// no warning (etcdclient.QuietAbandonedDials).
+	for _, s := range []*framework.Server{steady, restarted} {
+		if s.LogContains("operation was canceled") || s.LogContains("use of closed network connection") {
+			t.Errorf("the server's start logged abandoned etcd dials:\n%s", s.Process().Tail(40))
+		}
+	}
 	admin := adminRawClient(t, steady)
 	client := steady.Client(t)
 
