@@ -113,6 +113,33 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 			t.Logf("%s", stdout)
 		})
 	}
+	t.Run("static pod", func(t *testing.T) {
+		// As docs/aggregated.md fills it in for one node.
+		root, err := framework.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(root, "deploy/static-pods/events-etcd.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := strings.NewReplacer("INITIAL_CLUSTER", "cp-1=https://10.0.0.11:2383", "NODE_NAME", "cp-1", "NODE_IP", "10.0.0.11").Replace(string(data))
+		for _, placeholder := range []string{"INITIAL_CLUSTER", "NODE_NAME", "NODE_IP"} {
+			if !strings.Contains(string(data), placeholder) {
+				t.Errorf("the static pod has no %s to fill in", placeholder)
+			}
+		}
+		// What kube-controller-manager would have made; the ServiceAccount
+		// admission of a plain pod needs it (a mirror pod would not).
+		if _, err := kube.Client(t).CoreV1().ServiceAccounts("kube-system").Create(context.Background(),
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		path := writeFile(t, "events-etcd.yaml", pod)
+		if out, errOut, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path); err != nil {
+			t.Fatalf("static pod dry run: %v\n%s%s", err, out, errOut)
+		}
+	})
 	t.Run("components", func(t *testing.T) {
 		for dir, kinds := range map[string][]string{
 			"networkpolicy":          {"NetworkPolicy"},
