@@ -465,11 +465,15 @@ func TestDeployKubeletless(t *testing.T) {
 	})
 
 	t.Run("kube-apiserver keeps core/v1 Events in the events etcd", func(t *testing.T) {
-		// A second kube-apiserver over the same main etcd, configured as
-		// docs/aggregated.md says: --etcd-servers-overrides with the client
-		// certificate the certs Job made. An Event written through its
-		// core/v1 API is read through events.k8s.io/v1, i.e. from
-		// event-apiserver on the events etcd.
+		// A second kube-apiserver over the same main etcd (plain here) with
+		// --etcd-servers-overrides to the StatefulSet events etcd and the
+		// client certificate the certs Job made. docs/aggregated.md does not
+		// recommend overrides to the StatefulSet (they make kube-apiserver
+		// depend on pods; the static pods are tested by
+		// TestStaticPodEventsEtcdTrust), but this shows both servers share
+		// one layout: an Event written through its core/v1 API is read
+		// through events.k8s.io/v1, i.e. from event-apiserver on the events
+		// etcd.
 		client, err := c.client.CoreV1().Secrets(deployNamespace).Get(ctx, "events-etcd-client", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
