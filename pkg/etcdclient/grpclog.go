@@ -17,7 +17,8 @@ import (
 // round_robin, which shuts down pick_first's subchannel while it is still
 // dialing: gRPC warns "addrConn.createTransport failed to connect ... dial
 // tcp ...: operation was canceled" (with a DNS name, "lookup <name>:
-// operation was canceled"), or "use of closed network connection", once per
+// operation was canceled"; with TLS, "authentication handshake failed:
+// context canceled"), or "use of closed network connection", once per
 // client, and a replacement subchannel connects a moment later. A server
 // start opens about seven clients, k8s.io/apiserver's own among them (the
 // storage, its compactor, the health and readiness checks), so every start
@@ -33,7 +34,8 @@ func QuietAbandonedDials() {
 // connection attempt itself.
 func abandonedDial(msg string) bool {
 	return strings.Contains(msg, "addrConn.createTransport failed to connect") &&
-		(strings.Contains(msg, "operation was canceled") || strings.Contains(msg, "use of closed network connection"))
+		(strings.Contains(msg, "operation was canceled") || strings.Contains(msg, "use of closed network connection") ||
+			strings.Contains(msg, "handshake failed: context canceled"))
 }
 
 // quietLogger is k8s.io/apiserver's klogWrapper (storage/etcd3/logger.go)

@@ -4,14 +4,17 @@ import (
 	"context"
 	"crypto/x509"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,8 +35,8 @@ import (
 // the events-etcd-client certificate and kubeadm's CA as --etcd-cafile,
 // reads them; and an etcd that trusts kubeadm's CA only, as the main etcd
 // does, refuses event-apiserver's certificate. The paths under
-// /etc/kubernetes and /var/lib are moved to a temporary directory (the one
-// rewrite); the ports are the manifest's own.
+// /etc/kubernetes and /var/lib are moved to a temporary directory and the
+// ports to free ones (the rewrites).
 func TestStaticPodEventsEtcdTrust(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -102,8 +105,12 @@ func TestStaticPodEventsEtcdTrust(t *testing.T) {
 	// The guide's client-ca.crt: kubeadm's etcd CA, then events-etcd-ca.
 	write(filepath.Join(eventsPKI, "client-ca.crt"), append(append([]byte(nil), etcdCA.CertPEM...), eventsCA.CertPEM...))
 
+	// The manifest's ports are fixed (2382-2384); here they are free ones,
+	// so that the test runs beside anything else on this machine.
+	clientPort, peerPort, metricsPort := strconv.Itoa(framework.FreePort(t)), strconv.Itoa(framework.FreePort(t)), strconv.Itoa(framework.FreePort(t))
 	relocate := strings.NewReplacer("/etc/kubernetes/", filepath.Join(dir, "etc/kubernetes")+"/",
-		"/var/lib/events-etcd", filepath.Join(dir, "var/lib/events-etcd"))
+		"/var/lib/events-etcd", filepath.Join(dir, "var/lib/events-etcd"),
+		":2382", ":"+clientPort, ":2383", ":"+peerPort, ":2384", ":"+metricsPort)
 	c := pod.Spec.Containers[0]
 	var args []string
 	for _, a := range append(append([]string(nil), c.Command[1:]...), c.Args...) {
@@ -118,7 +125,7 @@ func TestStaticPodEventsEtcdTrust(t *testing.T) {
 		}
 	}
 	runEtcd("events-etcd", args)
-	eventsEtcd := "https://127.0.0.1:2382"
+	eventsEtcd := "https://127.0.0.1:" + clientPort
 	// kube-apiserver's own etcd TLS flags, unchanged but for the override.
 	tlsFlags := []string{"--etcd-cafile=" + etcdCAFile, "--etcd-certfile=" + apiserverCert, "--etcd-keyfile=" + apiserverKey}
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -147,21 +154,69 @@ func TestStaticPodEventsEtcdTrust(t *testing.T) {
 		t.Fatalf("a core/v1 Event kube-apiserver wrote through the override is not read by event-apiserver: %v", err)
 	}
 
+	t.Run("event-apiserver as components/static-pod-etcd configures it", func(t *testing.T) {
+		// The aggregated overlay with the component, its objects applied and
+		// its container run by the kubelet-less runner, with the ConfigMap
+		// and the Secret of the guide's steps 2 and 5.
+		objs := splitManifests(t, renderWithComponents(t, "overlays/aggregated", "static-pod-etcd"))
+		c := &deployedCluster{kube: kube, client: kube.Client(t)}
+		c.apply(t, objs)
+		caData, err := os.ReadFile(etcdCAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.client.CoreV1().ConfigMaps(deployNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "events-etcd-static"},
+			Data:       map[string]string{"servers": "https://" + nodeIP + ":" + clientPort, "ca.crt": string(caData)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		secret := map[string][]byte{"ca.crt": eventsCA.CertPEM}
+		for key, file := range map[string]string{"tls.crt": eventCert, "tls.key": eventKey} {
+			if secret[key], err = os.ReadFile(file); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.client.CoreV1().Secrets(deployNamespace).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "events-etcd-client"}, Data: secret,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)},
+			framework.WriteHostsFile(t, map[string][]string{}))
+		deploy := &appsv1.Deployment{}
+		fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+		replica, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, "127.0.0.62", deploy.Spec.Template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := replica.WaitReady(ctx, 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		// Ready means its watch cache filled from the static pod's etcd;
+		// etcd-writes that the etcd answers it.
+		// (Anonymous callers may read /readyz, not /readyz/<check>, as on
+		// kube-apiserver.)
+		if code, err := replica.AnonymousGet(ctx, "https", 6443, "/readyz"); err != nil || code != http.StatusOK {
+			t.Errorf("/readyz on the replica over the static-pod etcd: %d %v\n%s", code, err, replica.Log())
+		}
+	})
+
 	// The main etcd trusts kubeadm's CA only: event-apiserver's certificate
 	// must not open it. Same command, its own ports, trusting etcd/ca.crt.
+	mainClient, mainPeer, mainMetrics := strconv.Itoa(framework.FreePort(t)), strconv.Itoa(framework.FreePort(t)), strconv.Itoa(framework.FreePort(t))
+	mainPorts := strings.NewReplacer(":"+clientPort, ":"+mainClient, ":"+peerPort, ":"+mainPeer, ":"+metricsPort, ":"+mainMetrics,
+		filepath.Join(dir, "var/lib/events-etcd"), filepath.Join(dir, "var/lib/etcd"))
 	mainArgs := make([]string, 0, len(args))
 	for _, a := range args {
-		a = strings.ReplaceAll(a, ":2382", ":2385")
-		a = strings.ReplaceAll(a, ":2383", ":2386")
-		a = strings.ReplaceAll(a, ":2384", ":2387")
-		a = strings.Replace(a, filepath.Join(dir, "var/lib/events-etcd"), filepath.Join(dir, "var/lib/etcd"), 1)
+		a = mainPorts.Replace(a)
 		if strings.HasPrefix(a, "--trusted-ca-file=") {
 			a = "--trusted-ca-file=" + etcdCAFile
 		}
 		mainArgs = append(mainArgs, a)
 	}
 	runEtcd("main-etcd", mainArgs)
-	mainEtcd := "https://127.0.0.1:2385"
+	mainEtcd := "https://127.0.0.1:" + mainClient
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return etcdAnswers(ctx, mainEtcd, etcdCAFile, apiserverCert, apiserverKey) == nil, nil
 	}); err != nil {

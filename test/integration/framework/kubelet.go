@@ -2,7 +2,8 @@ package framework
 
 // A kubelet-less runner for rendered manifests: it starts a pod's container
 // as a process the way a kubelet would (command and args with $(VAR)
-// expansion, env with fieldRef, resourceFieldRef and secretKeyRef resolved, Secrets,
+// expansion, env with fieldRef, resourceFieldRef, secretKeyRef and
+// configMapKeyRef resolved, Secrets,
 // ConfigMaps, emptyDirs and the ServiceAccount token mounted as files at
 // their mount paths, the in-cluster environment), so that a test can prove
 // the manifests work as applied without a node.
@@ -294,8 +295,19 @@ func (k *Kubelet) env(meta metav1.ObjectMeta, spec corev1.PodSpec, c corev1.Cont
 				return nil, fmt.Errorf("env %s: secret %s has no key %s", e.Name, ref.Name, ref.Key)
 			}
 			v = string(data)
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			cm, err := k.client.CoreV1().ConfigMaps(meta.Namespace).Get(context.Background(), ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			data, ok := cm.Data[ref.Key]
+			if !ok {
+				return nil, fmt.Errorf("env %s: configmap %s has no key %s", e.Name, ref.Name, ref.Key)
+			}
+			v = data
 		default:
-			return nil, fmt.Errorf("env %s: only value, fieldRef, resourceFieldRef and secretKeyRef are supported by the runner", e.Name)
+			return nil, fmt.Errorf("env %s: only value, fieldRef, resourceFieldRef, secretKeyRef and configMapKeyRef are supported by the runner", e.Name)
 		}
 		if _, seen := vars[e.Name]; !seen {
 			order = append(order, e.Name)
