@@ -6,10 +6,13 @@
 #                go vet compiles every dependency of the module: the plain
 #                build that everything after it but the race build reuses
 #                (see "One plain build" below).
-#   kube         etcd, kube-apiserver and kubectl v1.36.3 built from the Go
-#                module proxy into _output/bin (instant when cached), in the
-#                background from here on: only the integration tier needs
-#                them, and the phases beside it compile other trees.
+#   kube         etcd and the Kubernetes v1.36.3 commands (kube-apiserver,
+#                kubectl, and the kubelet, kube-proxy, scheduler,
+#                controller-manager and kubeadm of the real-cluster tier)
+#                built from the Go module proxy into _output/bin (instant when
+#                cached), in the background from here on: only the
+#                integration tiers need them, and the phases beside it
+#                compile other trees.
 #   verify       staticcheck and generated code (the other hack/verify-*.sh).
 #   fuzz         the decode, convert and validate path, bounded (hack/fuzz.sh).
 #   unit         go test -race ./pkg/... ./internal/... ./cmd/...: no binaries,
@@ -130,7 +133,7 @@ timed "Verifying: gofmt, go vet" vet
 # the kube build starts only now that go vet has compiled what it shares,
 # and beside it run phases that compile other trees (the generators,
 # staticcheck's own analysis, the fuzzing and race builds).
-log "Building etcd, kube-apiserver and kubectl in the background (log: _output/build-deps.log)"
+log "Building etcd and the Kubernetes commands in the background (log: _output/build-deps.log)"
 deps_start=${SECONDS}
 (bash hack/build-etcd.sh && bash hack/build-kube.sh) >"${OUT}/build-deps.log" 2>&1 &
 deps_pid=$!
@@ -173,7 +176,7 @@ wait_deps() {
   fi
   log "test dependencies were ready $((SECONDS - deps_start))s after the build started"
 }
-timed "Waiting for etcd, kube-apiserver and kubectl" wait_deps
+timed "Waiting for etcd and the Kubernetes commands" wait_deps
 
 # The concurrency-heavy tests (watch, storm, etcd outages), where the race
 # detector finds most; the server is built with it too, into _output/bin/race.
