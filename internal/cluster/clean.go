@@ -66,7 +66,7 @@ func (c *Cluster) cleanMachine() {
 			logf("cluster cleanup: unmounting %s: %v", m, err)
 		}
 	}
-	for _, args := range [][]string{{"link", "del", bridgeInterface}, {"link", "del", nodeInterface}, {"route", "del", "unreachable", ServiceCIDR}} {
+	for _, args := range [][]string{{"link", "del", bridgeInterface}, {"link", "del", nodeInterface}, {"route", "del", ServiceCIDR}} {
 		_ = exec.Command("ip", args...).Run()
 	}
 	for _, ipt := range []string{"iptables", "ip6tables"} {

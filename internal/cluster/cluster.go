@@ -17,8 +17,8 @@
 //
 // All traffic stays on the machine: the node's address is on an interface
 // of its own with nothing attached (a bridge: these kernels lack the dummy
-// type), pods are on a local bridge, the Service range
-// is unreachable off the node, and CoreDNS forwards nothing off the node.
+// type), pods are on a local bridge, the Service range is routed to that
+// interface, and CoreDNS forwards nothing off the node.
 package cluster
 
 import (
@@ -340,10 +340,11 @@ func (c *Cluster) restoreSysctls() error {
 	return errors.Join(errs...)
 }
 
-// setUpNetwork gives the node its address on an interface of its own, makes the
-// Service range unreachable off the node (kube-proxy's DNAT comes before
-// routing, so only unprogrammed addresses hit it) and lets the node route
-// between pods and Services.
+// setUpNetwork gives the node its address on an interface of its own, routes
+// the Service range to that interface, where nothing is attached (kube-proxy
+// rewrites a Service's address before the packet leaves; an address it has
+// not programmed goes nowhere rather than to the default gateway) and lets
+// the node route between pods and Services.
 // cleanMachine removes the interface and the route.
 func (c *Cluster) setUpNetwork(ctx context.Context) error {
 	if _, err := c.run(ctx, "ip", "link", "add", nodeInterface, "type", "bridge"); err != nil {
@@ -352,7 +353,10 @@ func (c *Cluster) setUpNetwork(ctx context.Context) error {
 	for _, args := range [][]string{
 		{"addr", "add", NodeIP + "/32", "dev", nodeInterface},
 		{"link", "set", nodeInterface, "up"},
-		{"route", "add", "unreachable", ServiceCIDR},
+		// Not "unreachable": a host process's connect() is routed before
+		// kube-proxy's OUTPUT DNAT and would fail at once (kube-apiserver
+		// reaching an APIService's ClusterIP).
+		{"route", "add", ServiceCIDR, "dev", nodeInterface},
 	} {
 		if _, err := c.run(ctx, "ip", args...); err != nil {
 			return err
