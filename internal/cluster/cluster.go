@@ -43,7 +43,6 @@ import (
 // The cluster's addresses and names. NodeIP is on an interface with nothing
 // attached, so nothing answers it but this machine.
 const (
-	NodeName        = "eacluster"
 	NodeIP          = "10.230.0.1"
 	PodCIDR         = "10.244.0.0/24"
 	ServiceCIDR     = "10.96.0.0/16"
@@ -116,6 +115,7 @@ type Cluster struct {
 	sysctls    map[string]string
 	undo       []func() error
 	kubectl    string
+	nodeName   string
 	started    time.Time
 	// preexisting are the machinePaths that existed before Start: not the
 	// cluster's to remove.
@@ -124,6 +124,11 @@ type Cluster struct {
 
 // Dir is the cluster's private directory (logs are in Dir()/logs).
 func (c *Cluster) Dir() string { return c.dir }
+
+// NodeName is the node's name: the machine's hostname, as kubeadm names a
+// node by default, so commands written for kubeadm clusters ($(hostname)
+// for the node) hold.
+func (c *Cluster) NodeName() string { return c.nodeName }
 
 // Kubectl is the path of kubectl v1.36.3.
 func (c *Cluster) Kubectl() string { return c.kubectl }
@@ -172,7 +177,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := missing(o); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, started: time.Now(), kubectl: filepath.Join(o.BinDir, "kubectl")}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: o, started: time.Now(), kubectl: filepath.Join(o.BinDir, "kubectl"), nodeName: strings.ToLower(hostname)}
 	if err := c.takeLock(ctx); err != nil {
 		return nil, err
 	}
@@ -501,7 +510,7 @@ containerRuntimeEndpoint: unix://%[3]s
 // configuration.
 func (c *Cluster) kubeadmInit(ctx context.Context) error {
 	config := filepath.Join(c.dir, "kubeadm.yaml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(kubeadmConfig, NodeIP, NodeName, ContainerdSocket,
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(kubeadmConfig, NodeIP, c.nodeName, ContainerdSocket,
 		KubernetesVer, PodCIDR, ServiceCIDR, filepath.Join(c.dir, "etcd"), filepath.Join(c.dir, "resolv.conf"))), 0o644); err != nil {
 		return err
 	}
@@ -599,7 +608,7 @@ conntrack:
 // ServiceAccount would need its DaemonSet).
 func (c *Cluster) startKubeProxy(ctx context.Context) error {
 	config := filepath.Join(c.dir, "kube-proxy", "config.yaml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(kubeProxyConfig, PodCIDR, NodeIP, NodeName, AdminKubeconfig)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(kubeProxyConfig, PodCIDR, NodeIP, c.nodeName, AdminKubeconfig)), 0o644); err != nil {
 		return err
 	}
 	c.kubeProxy = &testbed.Process{Name: "kube-proxy", Path: filepath.Join(c.opts.BinDir, "kube-proxy"),
@@ -614,7 +623,7 @@ func (c *Cluster) startKubeProxy(ctx context.Context) error {
 }
 
 func (c *Cluster) waitReady(ctx context.Context) error {
-	if _, err := c.run(ctx, c.kubectl, "wait", "--for=condition=Ready", "node/"+NodeName, "--timeout=3m"); err != nil {
+	if _, err := c.run(ctx, c.kubectl, "wait", "--for=condition=Ready", "node/"+c.nodeName, "--timeout=3m"); err != nil {
 		return err
 	}
 	_, err := c.run(ctx, c.kubectl, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m")
