@@ -23,6 +23,7 @@ require (
 	k8s.io/client-go v0.36.3
 	k8s.io/code-generator v0.36.3
 	k8s.io/component-base v0.36.3
+	k8s.io/cri-api v0.36.3
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-aggregator v0.36.3
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a

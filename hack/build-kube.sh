@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Builds the reference Kubernetes binaries, kube-apiserver and kubectl at the
-# version hack/tools/go.mod pins (v1.36.3), into _output/bin/, and prints their
-# paths. The version is stamped at link time the way Kubernetes' own build does
+# Builds the reference Kubernetes binaries at the version hack/tools/go.mod
+# pins (v1.36.3) into _output/bin/, and prints their paths: kube-apiserver and
+# kubectl for the integration tier, and kubelet, kube-proxy, kube-scheduler,
+# kube-controller-manager and kubeadm for the real-cluster tier (test/cluster).
+# The version is stamped at link time the way Kubernetes' own build does
 # (hack/lib/version.sh); without it the binaries report
 # v0.0.0-master+$Format:%H$ and kubectl cannot parse the server version.
 #
 # Cached: when a binary already exists and reports the pinned version, it is
-# not rebuilt. A cold build takes several minutes on 2 cores.
+# not rebuilt. The targets missing are built by one go build, so the packages
+# they share compile once. A cold build of all seven takes over ten minutes
+# on 2 cores; kubelet and the others add a few minutes to kube-apiserver's.
 #
-# Usage: hack/build-kube.sh [kube-apiserver] [kubectl]   (default: both)
+# Usage: hack/build-kube.sh [TARGET...]   (default: all seven)
 # Env:   FORCE=1 rebuilds regardless of the cache.
 set -o errexit -o nounset -o pipefail
 
@@ -25,24 +29,33 @@ KUBE_MINOR="${BASH_REMATCH[2]}"
 declare -A PKG=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kubeadm]=k8s.io/kubernetes/cmd/kubeadm
 )
+ALL=(kube-apiserver kubectl kubelet kube-proxy kube-scheduler kube-controller-manager kubeadm)
 
 # version_ok NAME: the binary exists and reports KUBE_VERSION.
 version_ok() {
   local bin="${OUT_BIN}/$1" out
   [[ -x "${bin}" ]] || return 1
   case "$1" in
-    kube-apiserver) out="$("${bin}" --version 2>/dev/null)" || return 1
+    kube-apiserver|kubelet|kube-proxy|kube-scheduler|kube-controller-manager)
+                    out="$("${bin}" --version 2>/dev/null)" || return 1
                     [[ "${out}" == "Kubernetes ${KUBE_VERSION}" ]] ;;
+    kubeadm)        out="$("${bin}" version -o short 2>/dev/null)" || return 1
+                    [[ "${out}" == "${KUBE_VERSION}" ]] ;;
     kubectl)        out="$("${bin}" version --client 2>/dev/null)" || return 1
                     grep -qx "Client Version: ${KUBE_VERSION}" <<<"${out}" ;;
   esac
 }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(kube-apiserver kubectl)
+[[ ${#targets[@]} -gt 0 ]] || targets=("${ALL[@]}")
 for t in "${targets[@]}"; do
-  [[ -n "${PKG[$t]:-}" ]] || fail "unknown target '$t' (want kube-apiserver or kubectl)"
+  [[ -n "${PKG[$t]:-}" ]] || fail "unknown target '$t' (want one of ${ALL[*]})"
 done
 
 with_lock build-kube

@@ -4,7 +4,12 @@
 #   postgresql  the history store's shared database (15 on bookworm); the tests
 #               start private clusters from its binaries (internal/pgtest).
 #   containerd  a real container runtime (with runc) that TestImage imports and
-#               runs the image with, as kind and kubelets do.
+#               runs the image with, as kind and kubelets do, and the
+#               real-cluster tier's kubelet runs its pods on.
+#   containernetworking-plugins, iptables, conntrack, iproute2
+#               the real-cluster tier's pod network (the CNI bridge,
+#               host-local and loopback plugins), kube-proxy's iptables mode
+#               and the node's dummy interface (internal/cluster).
 # Nothing is started or enabled here. Without them those tests fall back or
 # skip, saying so; CI must not, so hack/test.sh runs this.
 set -o errexit -o nounset -o pipefail
@@ -12,6 +17,10 @@ set -o errexit -o nounset -o pipefail
 missing=()
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || [[ -n "${POSTGRES_BIN:-}" ]] || missing+=(postgresql)
 command -v containerd >/dev/null || missing+=(containerd)
+[[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
+command -v ip >/dev/null || missing+=(iproute2)
 [[ ${#missing[@]} -gt 0 ]] || exit 0
 
 if [[ "$(id -u)" != 0 ]]; then

@@ -6,22 +6,32 @@
 #                go vet compiles every dependency of the module: the plain
 #                build that everything after it but the race build reuses
 #                (see "One plain build" below).
-#   kube         etcd, kube-apiserver and kubectl v1.36.3 built from the Go
-#                module proxy into _output/bin (instant when cached), in the
-#                background from here on: only the integration tier needs
-#                them, and the phases beside it compile other trees.
+#   kube         etcd and the Kubernetes v1.36.3 commands (kube-apiserver,
+#                kubectl, and the kubelet, kube-proxy, scheduler,
+#                controller-manager and kubeadm of the real-cluster tier)
+#                built from the Go module proxy into _output/bin (instant when
+#                cached), in the background from here on: only the
+#                integration tiers need them, and the phases beside it
+#                compile other trees.
 #   verify       staticcheck and generated code (the other hack/verify-*.sh).
 #   fuzz         the decode, convert and validate path, bounded (hack/fuzz.sh).
 #   unit         go test -race ./pkg/... ./internal/... ./cmd/...: no binaries,
 #                no child processes; under -short, tests that start servers
 #                skip themselves (they run in the integration tier).
-#   integration  ./test/...: real etcd, kube-apiserver, kubectl and the server
-#                (test/integration, and the load tool's smoke test in test/load).
+#   integration  ./test/... but test/cluster: real etcd, kube-apiserver, kubectl
+#                and the server (test/integration, and the load tool's smoke
+#                test in test/load).
 #                First the concurrency-heavy tests with the race detector (the
 #                server built with -race too), then the rest without it. In
 #                each run the tests that must have the machine to themselves
 #                (write storms, CPU and memory measurements) run one by one
 #                first, then the others in parallel.
+#   cluster      test/cluster, the real-kubelet tier: a one-node Kubernetes
+#                v1.36.3 cluster (internal/cluster: kubeadm, a kubelet on
+#                containerd, kube-proxy, CoreDNS) on this machine, as root,
+#                after everything else so that it has the machine alone. Its
+#                CoreDNS and images are built in the background phase above
+#                (hack/build-cluster-images.sh).
 # The logs of the go test runs are in _output/go-test-*.log.
 #
 # Env: GO_TEST_FLAGS adds flags to every go test (e.g. -run, -v).
@@ -130,9 +140,9 @@ timed "Verifying: gofmt, go vet" vet
 # the kube build starts only now that go vet has compiled what it shares,
 # and beside it run phases that compile other trees (the generators,
 # staticcheck's own analysis, the fuzzing and race builds).
-log "Building etcd, kube-apiserver and kubectl in the background (log: _output/build-deps.log)"
+log "Building etcd, the Kubernetes commands, CoreDNS and the cluster images in the background (log: _output/build-deps.log)"
 deps_start=${SECONDS}
-(bash hack/build-etcd.sh && bash hack/build-kube.sh) >"${OUT}/build-deps.log" 2>&1 &
+(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-cluster-images.sh) >"${OUT}/build-deps.log" 2>&1 &
 deps_pid=$!
 
 # --- verify
@@ -173,7 +183,7 @@ wait_deps() {
   fi
   log "test dependencies were ready $((SECONDS - deps_start))s after the build started"
 }
-timed "Waiting for etcd, kube-apiserver and kubectl" wait_deps
+timed "Waiting for etcd, the Kubernetes commands and the cluster images" wait_deps
 
 # The concurrency-heavy tests (watch, storm, etcd outages), where the race
 # detector finds most; the server is built with it too, into _output/bin/race.
@@ -185,17 +195,29 @@ parallel="${INTEGRATION_PARALLEL:-6}"
 # runs the test binaries through -exec without it: they, and the servers
 # they start, measure memory and CPU with the runtime's defaults.
 without_gogc=(-exec 'env -u GOGC')
+# Every test package but the real-kubelet tier's, which runs alone below.
+mapfile -t integration_pkgs < <(go list ./test/... | grep -v '/test/cluster$')
 integration_race() {
   CGO_ENABLED=1 go build -race -o "${OUT_BIN}/race/event-apiserver" ./cmd/event-apiserver
   # shellcheck disable=SC2086
   CGO_ENABLED=1 EVENT_APISERVER_RACE=1 go test -race "${without_gogc[@]}" -count=1 -parallel "${parallel}" -timeout 30m \
-    -run "${RACE_INTEGRATION_TESTS}" ${GO_TEST_FLAGS:-} ./test/... 2>&1 | tee "${OUT}/go-test-race.log"
+    -run "${RACE_INTEGRATION_TESTS}" ${GO_TEST_FLAGS:-} "${integration_pkgs[@]}" 2>&1 | tee "${OUT}/go-test-race.log"
 }
 integration() {
   go build -o "${OUT_BIN}/event-apiserver" ./cmd/event-apiserver
   # shellcheck disable=SC2086
   go test "${without_gogc[@]}" -count=1 -parallel "${parallel}" -timeout 30m -skip "${RACE_INTEGRATION_TESTS}" \
-    ${GO_TEST_FLAGS:-} ./test/... 2>&1 | tee "${OUT}/go-test-integration.log"
+    ${GO_TEST_FLAGS:-} "${integration_pkgs[@]}" 2>&1 | tee "${OUT}/go-test-integration.log"
+}
+cluster() {
+  if [[ "$(id -u)" != 0 ]]; then
+    # The tests skip themselves too; CI runs as root.
+    log "not root: the real-kubelet tier (test/cluster) needs root and is skipped"
+  fi
+  # shellcheck disable=SC2086
+  go test "${without_gogc[@]}" -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./test/cluster/ 2>&1 |
+    tee "${OUT}/go-test-cluster.log"
 }
 timed "Concurrency-heavy integration tests, with the race detector" integration_race
 timed "Integration tests" integration
+timed "The real-kubelet cluster tier" cluster
