@@ -239,12 +239,13 @@ func (c *Capture) relistKube(ctx context.Context, reason string, resumedFrom int
 }
 
 // lostBefore estimates how many versions of event were written after the
-// newest one history holds and before the listed one (v): an Event's count
-// grows by one with each recurrence a recorder writes, one version each for
-// core/v1 recorders (events.k8s.io/v1 recorders write a series less often
-// than it counts, so there it is an upper estimate).
+// newest one history holds and before the listed one (v), from the
+// occurrences the Event counts: a core/v1 recorder writes one version per
+// occurrence (count), an events.k8s.io/v1 recorder one for the first and
+// one each time it updates its series (series.count, the occurrences so
+// far), less often than it counts, so there it is an upper estimate.
 func (c *Capture) lostBefore(ctx context.Context, event *corev1.Event, v *history.Version) int64 {
-	count := int64(max(event.Count, seriesCount(event.Series)))
+	listed := occurrences(event.Count, event.Series)
 	records, err := c.cfg.Store.List(ctx, history.Query{
 		Conditions: []history.Condition{
 			{Columns: []history.Column{history.ColumnNamespace}, Value: event.Namespace},
@@ -252,49 +253,42 @@ func (c *Capture) lostBefore(ctx context.Context, event *corev1.Event, v *histor
 		},
 		Limit: 1,
 	})
-	storedCount := int64(0)
 	if err != nil {
 		klog.ErrorS(err, "Cannot read history to estimate what a relist lost", "namespace", event.Namespace, "name", event.Name)
-	} else if len(records) > 0 && records[0].UID == v.UID {
-		if records[0].Revision >= v.Revision {
-			return 0
-		}
-		storedCount = c.storedCount(records[0].Object)
-	}
-	if count <= storedCount {
-		// A version changed without a recurrence (a patch of its message,
-		// or a count that does not move): at least nothing is counted twice.
 		return 0
 	}
-	if storedCount == 0 {
-		// New while away: the listed version is its count-th; the ones
-		// before it are lost. Counts start at 1 (0 when a writer sets none).
-		return max(count-1, 0)
+	if len(records) == 0 || records[0].UID != v.UID {
+		// New while away: the occurrences before the listed one are lost.
+		return listed - 1
 	}
-	return count - storedCount - 1
+	if records[0].Revision >= v.Revision {
+		return 0
+	}
+	// A change without a new occurrence (a patched message) counts nothing.
+	return max(listed-c.storedOccurrences(records[0].Object)-1, 0)
 }
 
-func seriesCount(s *corev1.EventSeries) int32 {
-	if s == nil {
-		return 0
+// occurrences is how many times an Event happened: its count, or its
+// series' count, and at least once.
+func occurrences(count int32, series *corev1.EventSeries) int64 {
+	n := int64(max(count, 1))
+	if series != nil {
+		n = max(n, int64(series.Count))
 	}
-	return s.Count
+	return n
 }
 
-func (c *Capture) storedCount(object []byte) int64 {
-	if c.cfg.Decoder == nil {
-		return 0
-	}
+func (c *Capture) storedOccurrences(object []byte) int64 {
 	obj, _, err := c.cfg.Decoder.Decode(object, nil, &core.Event{})
 	e, ok := obj.(*core.Event)
 	if err != nil || !ok {
-		return 0
+		return 1
 	}
-	count := int64(e.Count)
+	var series *corev1.EventSeries
 	if e.Series != nil {
-		count = max(count, int64(e.Series.Count))
+		series = &corev1.EventSeries{Count: e.Series.Count}
 	}
-	return count
+	return occurrences(e.Count, series)
 }
 
 var _ runtime.Encoder = kubeEncoder
