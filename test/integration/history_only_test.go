@@ -179,6 +179,15 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 				t.Fatalf("kubectl %s: no %s record: %v\n%s", strings.Join(args, " "), reason, err, out)
 			}
 			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+			// The TTL's expiry reached capture as a watch DELETED.
+			err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, append(args, "-o", "jsonpath={.items[*].live}")...)
+				out = stdout
+				return err == nil && strings.Contains(stdout, "false") && !strings.Contains(stdout, "true"), nil
+			})
+			if err != nil {
+				t.Errorf("records of the expired Event are not all marked deleted (live: %q): %v", out, err)
+			}
 		})
 	}
 	if !pod.LogContains("Starting Event history capture from the Kubernetes API") {
@@ -421,6 +430,9 @@ func TestHistoryOnlyCrash(t *testing.T) {
 	}
 	waitVersions("while the first replica is down", truth.count(t)+60)
 	first.start(t)
+	if !strings.Contains(first.proc.Tail(200), "Resuming Event history capture from the Kubernetes API") {
+		t.Error("the restarted replica did not resume from the stored resourceVersion")
+	}
 	waitVersions("after the restart", truth.count(t)+60)
 
 	// Both away; kube-apiserver goes on serving writes, then etcd forgets
@@ -489,6 +501,36 @@ func TestHistoryOnlyCrash(t *testing.T) {
 			}
 			if float64(missing) != lost {
 				t.Errorf("%d of %d versions missing from history, the metric reports %v lost", missing, len(versions), lost)
+			}
+		})
+	}
+}
+
+// TestHistoryOnlyOverlaysDryRun: both history-only overlays render and pass
+// a server-side dry run against a kube-apiserver v1.36.3 with its defaults
+// (the PostgreSQL one is not run by the tests above).
+func TestHistoryOnlyOverlaysDryRun(t *testing.T) {
+	t.Parallel()
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	if _, err := kube.Client(t).CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, overlay := range []string{"history-only", "history-only-postgres"} {
+		t.Run(overlay, func(t *testing.T) {
+			rendered := renderOverlay(t, filepath.Join("overlays", overlay))
+			objs := splitManifests(t, rendered)
+			deploy := &appsv1.Deployment{}
+			fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+			args := strings.Join(deploy.Spec.Template.Spec.Containers[0].Args, " ")
+			if !strings.Contains(args, "--history-only") || strings.Contains(args, "--etcd") || strings.Contains(args, "--event-ttl") {
+				t.Errorf("%s runs %s", overlay, args)
+			}
+			findObject(t, objs, "APIService", historyAPIService)
+			path := writeFile(t, overlay+".yaml", string(rendered))
+			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path)
+			if err != nil {
+				t.Fatalf("kubectl apply --dry-run=server: %v\n%s%s", err, stdout, stderr)
 			}
 		})
 	}
