@@ -319,19 +319,20 @@ type historyOnlyReplica struct {
 	client *rawClient
 }
 
-func startHistoryOnlyReplica(t *testing.T, kube *framework.KubeAPIServer, dsn string) *historyOnlyReplica {
+// startHistoryOnlyReplica runs one with storeArgs (none: SQLite in its
+// data directory).
+func startHistoryOnlyReplica(t *testing.T, kube *framework.KubeAPIServer, storeArgs []string) *historyOnlyReplica {
 	t.Helper()
 	dir := t.TempDir()
 	port := framework.FreePort(t)
 	r := &historyOnlyReplica{
 		proc: &testbed.Process{Name: "history-only", Path: framework.ServerBinary(t), LogPath: filepath.Join(dir, "server.log"),
-			Args: []string{
+			Args: append([]string{
 				"--history-only", "--kubeconfig=" + kube.KubeconfigPath,
 				"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "--data-dir=" + dir,
-				"--history-store=postgres", "--history-dsn=" + dsn,
 				// Slow batches leave changes queued and unstored when the kill comes.
 				"--history-batch-interval=300ms", "--history-batch-size=40",
-			}},
+			}, storeArgs...)},
 		client: &rawClient{baseURL: fmt.Sprintf("https://127.0.0.1:%d", port), token: kube.AdminToken,
 			client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 				// The generated serving certificate; what is under test
@@ -410,8 +411,9 @@ func TestHistoryOnlyCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	truth := watchAPITruth(t, client, ns)
-	first := startHistoryOnlyReplica(t, kube, dsn)
-	second := startHistoryOnlyReplica(t, kube, dsn)
+	storeArgs := []string{"--history-store=postgres", "--history-dsn=" + dsn}
+	first := startHistoryOnlyReplica(t, kube, storeArgs)
+	second := startHistoryOnlyReplica(t, kube, storeArgs)
 
 	w := startHistoryWriter(client, ns)
 	defer w.stop()

@@ -20,6 +20,11 @@
 // from there (a relist): versions written and replaced while capture was
 // away and compacted since are lost, which the log line and
 // event_apiserver_history_capture_relists_total{reason="compacted"} say.
+//
+// With Config.Kubernetes in place of an etcd client, the same queue and
+// writer are fed from kube-apiserver's Events API instead (kube.go): one
+// list, then a watch with bookmarks from the stored resourceVersion, and a
+// relist on 410 Gone whose losses are estimated and counted.
 package capture
 
 import (
