@@ -50,7 +50,7 @@ func (c *Capture) Ready() error {
 	case c.ready.lastErr != nil:
 		return fmt.Errorf("history store: %w", c.ready.lastErr)
 	case c.ready.from == 0 || c.ready.stored < c.ready.from:
-		return errors.New("Event history capture has not stored its starting point yet")
+		return errors.New("history capture has not stored its starting point yet")
 	}
 	return nil
 }
