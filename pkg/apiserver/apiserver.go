@@ -7,6 +7,7 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -33,6 +34,9 @@ type ExtraConfig struct {
 	TTL *ttl.Rules
 	// History, when set, keeps Event versions beyond the TTL.
 	History *HistoryConfig
+	// HistoryOnly serves History alone, with no Events API and no etcd:
+	// the history-only server, capturing from kube-apiserver.
+	HistoryOnly bool
 }
 
 type Config struct {
@@ -70,6 +74,16 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		return nil, err
 	}
 
+	if c.ExtraConfig.HistoryOnly {
+		if c.ExtraConfig.History == nil {
+			return nil, fmt.Errorf("a history-only server needs a history store")
+		}
+		if err := installHistory(genericServer, c.ExtraConfig.History, func() error { return nil }, time.Minute, true); err != nil {
+			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
+		}
+		return &EventServer{GenericAPIServer: genericServer}, nil
+	}
+
 	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("creating Event storage: %w", err)
@@ -94,7 +108,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	}
 
 	if c.ExtraConfig.History != nil {
-		if err := installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout); err != nil {
+		if err := installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false); err != nil {
 			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
 		}
 	}

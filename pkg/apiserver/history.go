@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
@@ -20,13 +21,17 @@ import (
 	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 )
 
-// HistoryConfig turns on Event history: capture from etcd into Store, and
-// the read-only history.eventapiserver.io API over it.
+// HistoryConfig turns on Event history: capture from etcd or from
+// kube-apiserver into Store, and the read-only history.eventapiserver.io API
+// over it.
 type HistoryConfig struct {
 	Store history.Store
 	// EtcdClient is capture's own client to the events etcd; closed with
 	// the server, as is Store.
 	EtcdClient *clientv3.Client
+	// KubeClient, in place of EtcdClient, captures Events from
+	// kube-apiserver's API (the history-only server).
+	KubeClient kubernetes.Interface
 	// Capture's Client, Store and Decoder are filled by the server.
 	Capture   capture.Config
 	Retention history.Retention
@@ -36,6 +41,9 @@ type HistoryConfig struct {
 // retention after the server starts. Neither is a readiness or liveness
 // check: the Events API never waits for history (see history.RegisterMetrics).
 //
+// With ready, capture's readiness (its store answers, its starting point is
+// stored) is a /readyz check: the history-only server serves nothing else.
+//
 // Capture starts once cacheReady, the Events watch cache's readiness, holds,
 // or after cacheWait (the limit /readyz waits for that cache), whichever comes
 // first: on a restart over a large store, capture's relist or catch-up
@@ -43,7 +51,7 @@ type HistoryConfig struct {
 // cacher's initial LIST and delayed the first LIST served. Capture loses
 // nothing by starting later: it resumes from its stored revision, which etcd
 // keeps until a compaction, and relists if etcd compacted past it.
-func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration) error {
+func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration, ready bool) error {
 	decoder := Codecs.UniversalDecoder(core.SchemeGroupVersion)
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
@@ -55,8 +63,15 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 
 	captureConfig := c.Capture
 	captureConfig.Client = c.EtcdClient
+	captureConfig.Kubernetes = c.KubeClient
 	captureConfig.Store = c.Store
 	captureConfig.Decoder = decoder
+	capturer := capture.New(captureConfig)
+	if ready {
+		if err := server.AddReadyzChecks(capturer.ReadyzCheck()); err != nil {
+			return err
+		}
+	}
 	return server.AddPostStartHook("event-history", func(hookCtx genericapiserver.PostStartHookContext) error {
 		history.RegisterMetrics()
 		go func() {
@@ -67,13 +82,15 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 			go func() {
 				defer wg.Done()
 				if waitFor(ctx, cacheReady, cacheWait) {
-					capture.New(captureConfig).Run(ctx)
+					capturer.Run(ctx)
 				}
 			}()
 			go func() { defer wg.Done(); c.Retention.Run(ctx, c.Store) }()
 			wg.Wait()
-			if err := c.EtcdClient.Close(); err != nil {
-				klog.ErrorS(err, "Closing the history capture's etcd client")
+			if c.EtcdClient != nil {
+				if err := c.EtcdClient.Close(); err != nil {
+					klog.ErrorS(err, "Closing the history capture's etcd client")
+				}
 			}
 			if err := c.Store.Close(); err != nil {
 				klog.ErrorS(err, "Closing the history store")

@@ -9,6 +9,11 @@
 // etcd revision captured so far, so a restarted or second replica resumes
 // where the store stands and writes nothing twice.
 //
+// Where etcd is out of reach (a managed cluster; the history-only server),
+// capture lists and watches Events through kube-apiserver instead
+// (capture/kube.go): the same Store, the same keys, the resourceVersion as
+// the revision and its own progress source.
+//
 // A Store (package sqlite embedded, one file under --data-dir) answers the
 // read-only API of package registry/history: one object's history newest
 // first, filtered by the events.k8s.io/v1 field selectors and a time window.

@@ -31,10 +31,17 @@ var (
 		"Failed history store writes; capture retries them and reads no more from etcd meanwhile.")
 	Relists = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "event_apiserver", Subsystem: "history", Name: "capture_relists_total",
-		Help: "Full reads of the Events prefix: reason start (no stored revision) or compacted (etcd compacted " +
-			"past the stored revision; versions written and replaced while capture was away are lost).",
+		Help: "Full reads of all Events: reason start (no stored revision), compacted (etcd compacted " +
+			"past the stored revision) or expired (kube-apiserver answered 410 Gone to a watch from it); " +
+			"after compacted or expired, versions written and replaced while capture was away are lost.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
+	RelistChangedEvents = newCounter("capture_relist_changed_events_total",
+		"Events that a relist after a 410 from kube-apiserver found changed since capture's resourceVersion: "+
+			"each may have had versions replaced unseen.")
+	RelistLostVersions = newCounter("capture_relist_lost_versions_total",
+		"Estimate of the Event versions a relist after a 410 from kube-apiserver could not store, from the "+
+			"Events' counts (exact for core/v1 recorders; Events created and deleted while capture was away are not counted).")
 	Rows = newGauge("rows",
 		"Event versions in the history store, as of the last retention pass.")
 	Bytes = newGauge("bytes",
@@ -61,6 +68,6 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(CapturedRevision, EtcdRevision, LagRevisions, LagSeconds, QueueBytes,
-			VersionsWritten, DeletionsWritten, DecodeErrors, StoreErrors, Relists, Rows, Bytes, RetentionDeleted)
+			VersionsWritten, DeletionsWritten, DecodeErrors, StoreErrors, Relists, RelistChangedEvents, RelistLostVersions, Rows, Bytes, RetentionDeleted)
 	})
 }

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
@@ -28,7 +31,10 @@ const (
 // HistoryOptions configure Event history beyond the TTL.
 type HistoryOptions struct {
 	Enabled bool
-	Store   string
+	// Only serves history alone, captured from kube-apiserver's Events API
+	// (history_only.go).
+	Only  bool
+	Store string
 	// DSN locates the store; for sqlite a file path, by default
 	// <data-dir>/history/history.db.
 	DSN               string
@@ -56,6 +62,11 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "history", o.Enabled,
 		"Keep every Event version beyond --event-ttl and serve it read-only as "+
 			"history.eventapiserver.io/v1alpha1 eventrecords.")
+	fs.BoolVar(&o.Only, "history-only", o.Only,
+		"Serve only history.eventapiserver.io, behind its own APIService, capturing Events from kube-apiserver's "+
+			"Events API (one list and watch of all namespaces): no Events API, no etcd, no kube-apiserver flag to "+
+			"change. Authentication and authorization are delegated to kube-apiserver as with --aggregated "+
+			"(--kubeconfig, or the in-cluster configuration). For clusters whose control plane you do not run.")
 	fs.StringVar(&o.Store, "history-store", o.Store,
 		"Where history is kept: sqlite (one file under --data-dir, nothing to install; each replica keeps "+
 			"its own) or postgres (one PostgreSQL 15+ database that every replica shares; --history-dsn).")
@@ -73,8 +84,8 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BatchInterval, "history-batch-interval", o.BatchInterval,
 		"Longest an Event change waits for its batch to fill before it is written to history.")
 	fs.Int64Var(&o.MaxQueueBytes, "history-max-queue-bytes", o.MaxQueueBytes,
-		"Bytes of Event changes read from etcd and not yet written to history; when full, capture stops "+
-			"reading etcd until the store catches up.")
+		"Bytes of Event changes read from etcd (or kube-apiserver) and not yet written to history; when full, "+
+			"capture stops reading until the store catches up.")
 }
 
 func (o *HistoryOptions) Validate() []error {
@@ -109,24 +120,42 @@ func (o *HistoryOptions) writesDataDir() bool {
 	return o.Enabled && o.Store != historyStorePostgres && o.DSN == ""
 }
 
+// openStore opens the configured history store.
+func (o *HistoryOptions) openStore(dataDir string) (history.Store, error) {
+	if o.Store == historyStorePostgres {
+		ctx, cancel := context.WithTimeout(context.Background(), historyOpenTimeout)
+		defer cancel()
+		return postgres.Open(ctx, o.DSN)
+	}
+	dsn := o.DSN
+	if dsn == "" {
+		dsn = filepath.Join(dataDir, "history", "history.db")
+	}
+	return sqlite.Open(dsn)
+}
+
+func (o *HistoryOptions) captureConfig() capture.Config {
+	return capture.Config{
+		BatchSize:     o.BatchSize,
+		BatchInterval: o.BatchInterval,
+		MaxQueueBytes: o.MaxQueueBytes,
+	}
+}
+
+func (o *HistoryOptions) retention() history.Retention {
+	return history.Retention{
+		MaxAge:   o.Retention,
+		MaxBytes: o.MaxBytes,
+		Interval: o.RetentionInterval,
+	}
+}
+
 // Config opens the store and capture's etcd client; nil when history is off.
 func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (*apiserver.HistoryConfig, error) {
 	if !o.Enabled {
 		return nil, nil
 	}
-	var store history.Store
-	var err error
-	if o.Store == historyStorePostgres {
-		ctx, cancel := context.WithTimeout(context.Background(), historyOpenTimeout)
-		defer cancel()
-		store, err = postgres.Open(ctx, o.DSN)
-	} else {
-		dsn := o.DSN
-		if dsn == "" {
-			dsn = filepath.Join(dataDir, "history", "history.db")
-		}
-		store, err = sqlite.Open(dsn)
-	}
+	store, err := o.openStore(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -135,20 +164,37 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 		store.Close()
 		return nil, fmt.Errorf("connecting history capture to etcd: %w", err)
 	}
+	captureConfig := o.captureConfig()
+	// The key prefix the Event storage writes under, as kube-apiserver lays it out.
+	captureConfig.Prefix = path.Join("/", storage.Prefix, "events") + "/"
 	return &apiserver.HistoryConfig{
 		Store:      store,
 		EtcdClient: client,
-		Capture: capture.Config{
-			// The key prefix the Event storage writes under, as kube-apiserver lays it out.
-			Prefix:        path.Join("/", storage.Prefix, "events") + "/",
-			BatchSize:     o.BatchSize,
-			BatchInterval: o.BatchInterval,
-			MaxQueueBytes: o.MaxQueueBytes,
-		},
-		Retention: history.Retention{
-			MaxAge:   o.Retention,
-			MaxBytes: o.MaxBytes,
-			Interval: o.RetentionInterval,
-		},
+		Capture:    captureConfig,
+		Retention:  o.retention(),
+	}, nil
+}
+
+// KubeConfig opens the store and capture's client of kube-apiserver, for
+// the history-only server. The client asks for protobuf, which costs
+// kube-apiserver less to encode for its one watch than JSON.
+func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*apiserver.HistoryConfig, error) {
+	kubeConfig = rest.CopyConfig(kubeConfig)
+	kubeConfig.ContentType = runtime.ContentTypeProtobuf
+	kubeConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	client, err := kubernetes.NewForConfig(kubeConfig)
+	if err != nil {
+		return nil, fmt.Errorf("kube-apiserver client for history capture: %w", err)
+	}
+	store, err := o.openStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	captureConfig := o.captureConfig()
+	return &apiserver.HistoryConfig{
+		Store:      store,
+		KubeClient: client,
+		Capture:    captureConfig,
+		Retention:  o.retention(),
 	}, nil
 }

@@ -185,7 +185,9 @@ func (o *Options) Complete() error {
 		return err
 	}
 	o.DataDir = dataDir
-	if o.Aggregated.Enabled {
+	if o.History.Only {
+		o.completeHistoryOnly()
+	} else if o.Aggregated.Enabled {
 		o.Aggregated.Complete()
 	} else {
 		// Priority and fairness reads its configuration from the
@@ -235,7 +237,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Storm.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	errs = append(errs, o.History.Validate()...)
-	if o.Embedded() {
+	if o.History.Only {
+		errs = append(errs, o.validateHistoryOnly()...)
+	} else if o.Embedded() {
 		if o.Aggregated.Enabled {
 			// Replicas behind an APIService would each keep their own
 			// Events, and a pod restart would lose them all.
@@ -273,7 +277,7 @@ func (o *Options) Validate() error {
 // and history off or in PostgreSQL, it writes nothing, so it runs on a
 // read-only root filesystem with no volume at all.
 func (o *Options) writesDataDir() bool {
-	if o.Embedded() || !o.Aggregated.Enabled || o.History.writesDataDir() {
+	if (o.Embedded() && !o.History.Only) || !o.Aggregated.Enabled || o.History.writesDataDir() {
 		return true
 	}
 	return o.SecureServing.ServerCert.CertKey.CertFile == "" && !o.Aggregated.ServingCert.Enabled()

@@ -72,7 +72,10 @@ func NewCommand(out io.Writer) *cobra.Command {
 			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
-			if set := aggregatedOnlyFlags(flagSets); !o.Aggregated.Enabled && len(set) > 0 {
+			if set := historyOnlyRefusedFlags(flagSets); o.History.Only && len(set) > 0 {
+				return fmt.Errorf("%s do nothing with --history-only, which serves no Events and uses no etcd", strings.Join(set, ", "))
+			}
+			if set := aggregatedOnlyFlags(flagSets); !o.Aggregated.Enabled && !o.History.Only && len(set) > 0 {
 				return fmt.Errorf("%s apply only with --aggregated", strings.Join(set, ", "))
 			}
 			if set := o.Aggregated.ServingCert.UnusedFlags(flagSets.FlagSet("aggregated")); len(set) > 0 {
@@ -118,7 +121,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	// fatal carries why the server stopped on its own, so that the process
 	// exits non-zero and a supervisor (Restart=on-failure) restarts it.
 	fatal := make(chan error, 1)
-	if o.Embedded() {
+	if o.History.Only {
+		// No etcd at all.
+	} else if o.Embedded() {
 		embedded, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
 			DataDir:                filepath.Join(o.DataDir, "etcd"),
 			ClientAddress:          o.EmbeddedEtcd.ClientAddress,
@@ -252,6 +257,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	ttlRules, err := ttl.Parse(o.EventTTLRules, o.EventTTL)
 	if err != nil {
 		return nil, err
+	}
+	if o.History.Only {
+		return o.historyOnlyConfig(serverConfig, ttlRules)
 	}
 	if err := apiserver.ApplyStorageTo(serverConfig, o.Etcd, ttlRules, !o.Embedded()); err != nil {
 		return nil, err

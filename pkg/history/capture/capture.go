@@ -20,6 +20,11 @@
 // from there (a relist): versions written and replaced while capture was
 // away and compacted since are lost, which the log line and
 // event_apiserver_history_capture_relists_total{reason="compacted"} say.
+//
+// With Config.Kubernetes in place of an etcd client, the same queue and
+// writer are fed from kube-apiserver's Events API instead (kube.go): one
+// list, then a watch with bookmarks from the stored resourceVersion, and a
+// relist on 410 Gone whose losses are estimated and counted.
 package capture
 
 import (
@@ -32,6 +37,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -47,6 +53,9 @@ type Config struct {
 	Store  history.Store
 	// Decoder decodes stored values into the internal Event.
 	Decoder runtime.Decoder
+	// Kubernetes, when set in place of Client, makes capture list and
+	// watch Events through kube-apiserver (kube.go) rather than etcd.
+	Kubernetes kubernetes.Interface
 
 	// BatchSize and BatchInterval bound a write: whichever comes first.
 	BatchSize     int
@@ -76,6 +85,7 @@ type Capture struct {
 	// for the life of the process, most of it never used.
 	queue  chan *item
 	budget *semaphore.Weighted
+	ready  readiness
 }
 
 // item is one change, or a bare revision (progress notification, end of a
@@ -116,7 +126,13 @@ func New(cfg Config) *Capture {
 // Run captures until ctx ends.
 func (c *Capture) Run(ctx context.Context) {
 	history.RegisterMetrics()
-	klog.InfoS("Starting Event history capture", "prefix", c.cfg.Prefix)
+	follow := c.follow
+	if c.cfg.Kubernetes != nil {
+		follow = c.followKube
+		klog.InfoS("Starting Event history capture from the Kubernetes API")
+	} else {
+		klog.InfoS("Starting Event history capture", "prefix", c.cfg.Prefix)
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -129,7 +145,7 @@ func (c *Capture) Run(ctx context.Context) {
 	//lint:ignore SA1019 kept for its reset-after-a-quiet-minute semantics (see above)
 	backoff := wait.NewExponentialBackoffManager(time.Second, 30*time.Second, time.Minute, 2, 0.2, clock.RealClock{})
 	wait.BackoffUntil(func() {
-		if err := c.follow(ctx); err != nil && ctx.Err() == nil {
+		if err := follow(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Event history capture interrupted, resuming")
 		}
 	}, backoff, true, ctx.Done())
@@ -417,6 +433,7 @@ func (c *Capture) store(ctx context.Context, items []item) {
 			return
 		}
 		history.StoreErrors.Inc()
+		c.ready.failed(err)
 		updateLag(items)
 		klog.ErrorS(err, "Cannot write Event history, retrying; capture waits meanwhile", "versions", len(batch.Versions), "revision", batch.Revision)
 		select {
@@ -425,6 +442,7 @@ func (c *Capture) store(ctx context.Context, items []item) {
 			return
 		}
 	}
+	c.storedUpTo(batch.Revision)
 	c.budget.Release(weight)
 	queuedBytes.add(-weight)
 	history.VersionsWritten.Add(float64(len(batch.Versions)))

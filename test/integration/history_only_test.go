@@ -1,0 +1,539 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+
+	"github.com/eventapiserver/event-apiserver/internal/pgtest"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+const historyAPIService = "v1alpha1.history.eventapiserver.io"
+
+// TestHistoryOnlyKubeletless installs deploy/overlays/history-only on a
+// kube-apiserver v1.36.3 run with its defaults, the front-proxy flags and a
+// short --event-ttl: nothing of the control plane changes. Events written by
+// client-go's recorders through both APIs and by a real kube-scheduler
+// expire from kube-apiserver, and `kubectl get eventrecords` still finds each
+// by regarding.name and since, through the aggregation layer.
+//
+// --enable-aggregator-routing stands in for kube-proxy, which this machine
+// does not run: the aggregator dials the endpoints the test maintains
+// rather than the Service's cluster IP.
+func TestHistoryOnlyKubeletless(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const podIP = "127.0.0.61"
+	hostsFile := framework.WriteHostsFile(t, map[string][]string{replicaHost(0): {podIP}})
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
+		HostsFile:  hostsFile,
+		EventTTL:   15 * time.Second,
+		ExtraFlags: []string{"--enable-aggregator-routing=true"},
+	})
+	aggregator, err := aggregatorclient.NewForConfig(kube.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &deployedCluster{kube: kube, client: kube.Client(t), aggregator: aggregator}
+	kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
+	objs := splitManifests(t, renderOverlay(t, "overlays/history-only"))
+	c.apply(t, objs)
+	deploy := &appsv1.Deployment{}
+	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	if *deploy.Spec.Replicas != 1 {
+		t.Fatalf("the SQLite overlay runs %d replicas, want 1", *deploy.Spec.Replicas)
+	}
+	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, podIP, deploy.Spec.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.replicas = []*framework.Pod{pod}
+	endpointsCtx, stopEndpoints := context.WithCancel(ctx)
+	endpointsDone := make(chan struct{})
+	go func() { defer close(endpointsDone); c.endpointsController(endpointsCtx, t) }()
+	defer func() { stopEndpoints(); <-endpointsDone }()
+	if err := pod.WaitReady(ctx, 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, pod.Log())
+	}
+	waitAPIServiceAvailable(t, aggregator, historyAPIService, 2*time.Minute)
+	assertHardened(t, pod)
+
+	ns := uniqueName("history-only")
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	regarding := map[string]string{} // regarding.name → the reason written
+
+	// tools/record: core/v1, as the kubelet and the controllers write.
+	coreBroadcaster := record.NewBroadcaster()
+	defer coreBroadcaster.Shutdown()
+	coreBroadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
+	coreRecorder := coreBroadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "history-only-test"})
+	corePod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "core-recorded", UID: types.UID(uniqueName("uid"))}
+	coreRecorder.Event(corePod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+	coreRecorder.Event(corePod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+	regarding[corePod.Name] = "BackOff"
+
+	// tools/events: events.k8s.io/v1, as kube-scheduler and
+	// controller-runtime's new recorder write.
+	eventsBroadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.client.EventsV1()})
+	stopEvents := make(chan struct{})
+	eventsBroadcaster.StartRecordingToSink(stopEvents)
+	defer func() { close(stopEvents); eventsBroadcaster.Shutdown() }()
+	eventsRecorder := eventsBroadcaster.NewRecorder(scheme.Scheme, "history-only-test-controller")
+	eventsPod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "events-recorded", UID: types.UID(uniqueName("uid"))}
+	eventsRecorder.Eventf(eventsPod, nil, corev1.EventTypeNormal, "Synced", "Sync", "synced %d objects", 3)
+	regarding[eventsPod.Name] = "Synced"
+
+	// A real kube-scheduler: a pod with no node to go to gets FailedScheduling.
+	if scheduler := startKubeScheduler(t, kube); scheduler != nil {
+		// No kube-controller-manager makes it: pods need their ServiceAccount.
+		if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		unschedulable := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "unschedulable", Namespace: ns},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none"}}},
+		}
+		if _, err := c.client.CoreV1().Pods(ns).Create(ctx, unschedulable, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		regarding[unschedulable.Name] = "FailedScheduling"
+	}
+
+	// Every Event reaches kube-apiserver, then expires from it.
+	events := c.client.CoreV1().Events(ns)
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := events.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		seen := map[string]bool{}
+		for _, e := range list.Items {
+			seen[e.InvolvedObject.Name] = true
+		}
+		for name := range regarding {
+			if !seen[name] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("not every recorder's Event reached kube-apiserver: %v", err)
+	}
+	// No scheduling retry may keep its Event alive past the TTL.
+	_ = c.client.CoreV1().Pods(ns).Delete(ctx, "unschedulable", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := events.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range list.Items {
+			if regarding[e.InvolvedObject.Name] != "" && e.Reason == regarding[e.InvolvedObject.Name] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the Events did not expire from kube-apiserver (--event-ttl=15s): %v", err)
+	}
+
+	for name, reason := range regarding {
+		t.Run("kubectl get eventrecords regarding.name="+name, func(t *testing.T) {
+			args := []string{"get", "eventrecords", "-n", ns, "--field-selector", "regarding.name=" + name + ",since=" + since}
+			var out string
+			err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, args...)
+				out = stdout
+				return err == nil && strings.Contains(stdout, reason), nil
+			})
+			if err != nil {
+				t.Fatalf("kubectl %s: no %s record: %v\n%s", strings.Join(args, " "), reason, err, out)
+			}
+			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+			// The TTL's expiry reached capture as a watch DELETED.
+			err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, append(args, "-o", "jsonpath={.items[*].live}")...)
+				out = stdout
+				return err == nil && strings.Contains(stdout, "false") && !strings.Contains(stdout, "true"), nil
+			})
+			if err != nil {
+				t.Errorf("records of the expired Event are not all marked deleted (live: %q): %v", out, err)
+			}
+		})
+	}
+	if !pod.LogContains("Starting Event history capture from the Kubernetes API") {
+		t.Errorf("the server did not capture from the Kubernetes API:\n%s", pod.Log())
+	}
+}
+
+// startKubeScheduler runs _output/bin/kube-scheduler against kube until the
+// test ends; nil, with the reason logged, when it is not built.
+func startKubeScheduler(t *testing.T, kube *framework.KubeAPIServer) *testbed.Process {
+	t.Helper()
+	bin, err := testbed.KubeBinary("kube-scheduler")
+	if errors.Is(err, testbed.ErrNotBuilt) {
+		t.Logf("no kube-scheduler Events: %v", err)
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := &testbed.Process{Name: "kube-scheduler", Path: bin, LogPath: filepath.Join(dir, "kube-scheduler.log"), Args: []string{
+		"--kubeconfig=" + kube.KubeconfigPath,
+		"--authentication-kubeconfig=" + kube.KubeconfigPath,
+		"--authorization-kubeconfig=" + kube.KubeconfigPath,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", framework.FreePort(t)),
+		"--cert-dir=" + dir,
+	}}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Logf("stopping kube-scheduler: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("kube-scheduler log:\n%s", p.Tail(40))
+		}
+	})
+	return p
+}
+
+// waitAPIServiceAvailable waits for the APIService's Available condition.
+func waitAPIServiceAvailable(t *testing.T, aggregator aggregatorclient.Interface, name string, timeout time.Duration) {
+	t.Helper()
+	var last *apiregistrationv1.APIService
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		svc, err := aggregator.ApiregistrationV1().APIServices().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = svc
+		for _, cond := range svc.Status.Conditions {
+			if cond.Type == apiregistrationv1.Available {
+				return cond.Status == apiregistrationv1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("APIService %s not Available: %v: %+v", name, err, last)
+	}
+}
+
+// apiTruth is every Event version and deletion kube-apiserver served, from
+// the test's own watch: what history must hold.
+type apiTruth struct {
+	mu       sync.Mutex
+	versions map[versionKey]*corev1.Event
+	deleted  map[string]bool
+	errs     []error
+}
+
+func watchAPITruth(t *testing.T, client kubernetes.Interface, ns string) *apiTruth {
+	t.Helper()
+	truth := &apiTruth{versions: map[versionKey]*corev1.Event{}, deleted: map[string]bool{}}
+	list, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := client.CoreV1().Events(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			truth.mu.Lock()
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				e := ev.Object.(*corev1.Event)
+				truth.versions[versionKey{string(e.UID), e.ResourceVersion}] = e
+			case watch.Deleted:
+				truth.deleted[string(ev.Object.(*corev1.Event).UID)] = true
+			case watch.Error:
+				if ctx.Err() == nil {
+					truth.errs = append(truth.errs, fmt.Errorf("truth watch: %v", ev.Object))
+				}
+			}
+			truth.mu.Unlock()
+		}
+		if ctx.Err() == nil {
+			truth.mu.Lock()
+			truth.errs = append(truth.errs, errors.New("truth watch closed"))
+			truth.mu.Unlock()
+		}
+	}()
+	return truth
+}
+
+func (a *apiTruth) count(t *testing.T) int {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.errs) > 0 {
+		t.Fatal(a.errs)
+	}
+	return len(a.versions)
+}
+
+// historyOnlyReplica is a history-only server run as a process, so the
+// test can SIGKILL it.
+type historyOnlyReplica struct {
+	proc   *testbed.Process
+	client *rawClient
+}
+
+// startHistoryOnlyReplica runs one with storeArgs (none: SQLite in its
+// data directory).
+func startHistoryOnlyReplica(t *testing.T, kube *framework.KubeAPIServer, storeArgs []string) *historyOnlyReplica {
+	t.Helper()
+	dir := t.TempDir()
+	port := framework.FreePort(t)
+	r := &historyOnlyReplica{
+		proc: &testbed.Process{Name: "history-only", Path: framework.ServerBinary(t), LogPath: filepath.Join(dir, "server.log"),
+			Args: append([]string{
+				"--history-only", "--kubeconfig=" + kube.KubeconfigPath,
+				"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "--data-dir=" + dir,
+				// Slow batches leave changes queued and unstored when the kill comes.
+				"--history-batch-interval=300ms", "--history-batch-size=40",
+			}, storeArgs...)},
+		client: &rawClient{baseURL: fmt.Sprintf("https://127.0.0.1:%d", port), token: kube.AdminToken,
+			client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+				// The generated serving certificate; what is under test
+				// here is capture, not the TLS chain.
+				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+			}}},
+	}
+	t.Cleanup(func() {
+		_ = r.proc.Stop()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", r.proc.LogPath, r.proc.Tail(60))
+		}
+	})
+	r.start(t)
+	return r
+}
+
+// start runs the replica and waits for /readyz, which holds once capture
+// has stored where it starts from.
+func (r *historyOnlyReplica) start(t *testing.T) {
+	t.Helper()
+	if err := r.proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, 90*time.Second, true, func(context.Context) (bool, error) {
+		if !r.proc.Running() {
+			return false, fmt.Errorf("exited: %s", r.proc.Exited())
+		}
+		resp, err := r.client.client.Get(r.client.baseURL + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("history-only replica not ready: %v\n%s", err, r.proc.Tail(40))
+	}
+}
+
+// metric reads one counter from /metrics.
+func (r *historyOnlyReplica) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp := r.client.do(t, "GET", "/metrics", nil, nil)
+	if resp.code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", resp.code, resp.body)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(resp.body)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestHistoryOnlyCrash: two history-only replicas on one PostgreSQL capture
+// from kube-apiserver while Events are written through both APIs. One is
+// SIGKILLed mid-capture and restarted: every version kube-apiserver served
+// is in history exactly once. Then both stop, etcd is compacted past where
+// they stood, and one restarts into a 410: it relists, and the versions
+// missing from history are exactly as many as its lost-versions metric says.
+func TestHistoryOnlyCrash(t *testing.T) {
+	t.Parallel()
+	ctx := pollCtx(t)
+	dsn := pgtest.Start(t)
+	etcd := framework.StartEtcd(t)
+	// Defaults, with one exception: kube-apiserver compacts etcd every 5
+	// minutes by default; the test compacts it itself, when it chooses.
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{EtcdServers: etcd.ClientURL()})
+	client := kube.Client(t)
+	ns := uniqueName("history-crash")
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	truth := watchAPITruth(t, client, ns)
+	storeArgs := []string{"--history-store=postgres", "--history-dsn=" + dsn}
+	first := startHistoryOnlyReplica(t, kube, storeArgs)
+	second := startHistoryOnlyReplica(t, kube, storeArgs)
+
+	w := startHistoryWriter(client, ns)
+	defer w.stop()
+	waitVersions := func(what string, n int) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(context.Context) (bool, error) {
+			return truth.count(t) >= n, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: waiting for %d Event versions: %v (writer errors: %v)", what, n, err, w.errors())
+		}
+	}
+	waitVersions("before the kill", 60)
+	if err := first.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitVersions("while the first replica is down", truth.count(t)+60)
+	first.start(t)
+	if !strings.Contains(first.proc.Tail(200), "Resuming Event history capture from the Kubernetes API") {
+		t.Error("the restarted replica did not resume from the stored resourceVersion")
+	}
+	waitVersions("after the restart", truth.count(t)+60)
+
+	// Both away; kube-apiserver goes on serving writes, then etcd forgets
+	// them: a watch from where capture stood answers 410.
+	if err := first.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitVersions("while both replicas are down", truth.count(t)+60)
+	w.stop()
+	if errs := w.errors(); len(errs) > 0 {
+		t.Fatalf("writer: %v", errs)
+	}
+	etcdClient := etcd.Client(t)
+	head, err := etcdClient.Get(ctx, "compact-me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcdClient.Compact(ctx, head.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	first.start(t)
+	second.start(t)
+	if !strings.Contains(first.proc.Tail(400), "410 Gone") && !strings.Contains(second.proc.Tail(400), "410 Gone") {
+		t.Errorf("no replica met a 410 after the compaction")
+	}
+	lost := first.metric(t, "event_apiserver_history_capture_relist_lost_versions_total") +
+		second.metric(t, "event_apiserver_history_capture_relist_lost_versions_total")
+
+	truth.mu.Lock()
+	versions := make(map[versionKey]*corev1.Event, len(truth.versions))
+	for k, v := range truth.versions {
+		versions[k] = v
+	}
+	truth.mu.Unlock()
+	t.Logf("kube-apiserver served %d versions; the relist's metric says %v lost", len(versions), lost)
+	for name, r := range map[string]*historyOnlyReplica{"killed and restarted": first, "beside it": second} {
+		t.Run(name, func(t *testing.T) {
+			var records []versionKey
+			err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+				records = recordKeys(listAllEventRecords(t, r.client, ns, "", 500))
+				return float64(len(records)) >= float64(len(versions))-lost, nil
+			})
+			if err != nil {
+				t.Errorf("history has %d records, kube-apiserver served %d versions, %v reported lost", len(records), len(versions), lost)
+			}
+			seen := map[versionKey]int{}
+			for _, k := range records {
+				seen[k]++
+			}
+			for k, n := range seen {
+				if n != 1 {
+					t.Errorf("version %v stored %d times", k, n)
+				}
+				if versions[k] == nil {
+					t.Errorf("version %v is in history but kube-apiserver never served it", k)
+				}
+			}
+			missing := 0
+			for k := range versions {
+				if seen[k] == 0 {
+					missing++
+				}
+			}
+			if float64(missing) != lost {
+				t.Errorf("%d of %d versions missing from history, the metric reports %v lost", missing, len(versions), lost)
+			}
+		})
+	}
+}
+
+// TestHistoryOnlyOverlaysDryRun: both history-only overlays render and pass
+// a server-side dry run against a kube-apiserver v1.36.3 with its defaults
+// (the PostgreSQL one is not run by the tests above).
+func TestHistoryOnlyOverlaysDryRun(t *testing.T) {
+	t.Parallel()
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	if _, err := kube.Client(t).CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, overlay := range []string{"history-only", "history-only-postgres"} {
+		t.Run(overlay, func(t *testing.T) {
+			rendered := renderOverlay(t, filepath.Join("overlays", overlay))
+			objs := splitManifests(t, rendered)
+			deploy := &appsv1.Deployment{}
+			fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+			args := strings.Join(deploy.Spec.Template.Spec.Containers[0].Args, " ")
+			if !strings.Contains(args, "--history-only") || strings.Contains(args, "--etcd") || strings.Contains(args, "--event-ttl") {
+				t.Errorf("%s runs %s", overlay, args)
+			}
+			findObject(t, objs, "APIService", historyAPIService)
+			path := writeFile(t, overlay+".yaml", string(rendered))
+			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path)
+			if err != nil {
+				t.Fatalf("kubectl apply --dry-run=server: %v\n%s%s", err, stdout, stderr)
+			}
+		})
+	}
+}
