@@ -6,7 +6,8 @@
 #                go vet compiles every dependency of the module: the plain
 #                build that everything after it but the race build reuses
 #                (see "One plain build" below).
-#   kube         etcd, kube-apiserver and kubectl v1.36.3 built from the Go
+#   kube         etcd, kube-apiserver and kubectl v1.36.3 (and krew, which
+#                checks the plugin's manifest) built from the Go
 #                module proxy into _output/bin (instant when cached), in the
 #                background from here on: only the integration tier needs
 #                them, and the phases beside it compile other trees.
@@ -130,9 +131,9 @@ timed "Verifying: gofmt, go vet" vet
 # the kube build starts only now that go vet has compiled what it shares,
 # and beside it run phases that compile other trees (the generators,
 # staticcheck's own analysis, the fuzzing and race builds).
-log "Building etcd, kube-apiserver and kubectl in the background (log: _output/build-deps.log)"
+log "Building etcd, kube-apiserver, kubectl and krew in the background (log: _output/build-deps.log)"
 deps_start=${SECONDS}
-(bash hack/build-etcd.sh && bash hack/build-kube.sh) >"${OUT}/build-deps.log" 2>&1 &
+(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-krew.sh) >"${OUT}/build-deps.log" 2>&1 &
 deps_pid=$!
 
 # --- verify
@@ -193,6 +194,7 @@ integration_race() {
 }
 integration() {
   go build -o "${OUT_BIN}/event-apiserver" ./cmd/event-apiserver
+  bash hack/build-plugin.sh >/dev/null
   # shellcheck disable=SC2086
   go test "${without_gogc[@]}" -count=1 -parallel "${parallel}" -timeout 30m -skip "${RACE_INTEGRATION_TESTS}" \
     ${GO_TEST_FLAGS:-} ./test/... 2>&1 | tee "${OUT}/go-test-integration.log"
