@@ -60,33 +60,15 @@ func TestTimelineAggregated(t *testing.T) {
 	}
 	assertLiveEventShown("without history's APIService", stdout)
 
-	caBundle, err := os.ReadFile(c.events.CACertFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	aggregator, err := aggregatorclient.NewForConfig(c.kube.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := int32(c.events.Port)
-	mustCreate(t, func() error {
-		_, err := aggregator.ApiregistrationV1().APIServices().Create(ctx, &apiregistrationv1.APIService{
-			ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.history.eventapiserver.io"},
-			Spec: apiregistrationv1.APIServiceSpec{
-				Group: historyv1alpha1.GroupName, Version: "v1alpha1",
-				GroupPriorityMinimum: 1000, VersionPriority: 15, CABundle: caBundle,
-				Service: &apiregistrationv1.ServiceReference{Namespace: aggregatedServiceNamespace, Name: "event-apiserver", Port: &port},
-			},
-		}, metav1.CreateOptions{})
-		return err
-	})
+	c.registerHistoryAPIService(t)
 	// Once history, through the aggregator, holds the version the live
 	// API serves, the plugin shows it once from both sources, without a
 	// word on stderr.
 	var records []historyv1alpha1.EventRecord
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		records, err = listRecordsThrough(ctx, c, ns)
-		return err == nil && len(records) == 1, nil
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		var listErr error
+		records, listErr = listRecordsThrough(ctx, c, ns)
+		return listErr == nil && len(records) == 1, nil
 	})
 	if err != nil {
 		t.Fatalf("history never held web-0's Event through the aggregator: %v (%+v)", err, records)
@@ -115,12 +97,13 @@ func TestTimelineAggregated(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := []string{"--as=" + reader, "--as-group=system:authenticated"}
+	var runErr error
 	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
-		stdout, stderr, err = kubectlAt(t, plugin, c.kube.KubeconfigPath, nil, append([]string{"pod/web-0", "-n", ns}, as...)...)
-		return err == nil, nil
+		stdout, stderr, runErr = kubectlAt(t, plugin, c.kube.KubeconfigPath, nil, append([]string{"pod/web-0", "-n", ns}, as...)...)
+		return runErr == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("a user who may list Events: %v\n%s\n%s", err, stdout, stderr)
+		t.Fatalf("a user who may list Events: %v (%v)\n%s\n%s", err, runErr, stdout, stderr)
 	}
 	if !strings.Contains(stderr, "you may not list history in namespace "+ns) || !strings.Contains(stderr, "showing live Events only") {
 		t.Errorf("a user who may not list eventrecords: stderr %q", stderr)
@@ -142,4 +125,31 @@ func listRecordsThrough(ctx context.Context, c *aggregatedCluster, ns string) ([
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// registerHistoryAPIService routes history.eventapiserver.io/v1alpha1 to
+// event-apiserver, as deploy/ does (the test's Service namespace aside).
+// TestHistoryAggregated registers the same APIService inline.
+func (c *aggregatedCluster) registerHistoryAPIService(t *testing.T) {
+	t.Helper()
+	caBundle, err := os.ReadFile(c.events.CACertFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregator, err := aggregatorclient.NewForConfig(c.kube.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int32(c.events.Port)
+	mustCreate(t, func() error {
+		_, err := aggregator.ApiregistrationV1().APIServices().Create(context.Background(), &apiregistrationv1.APIService{
+			ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.history.eventapiserver.io"},
+			Spec: apiregistrationv1.APIServiceSpec{
+				Group: historyv1alpha1.GroupName, Version: "v1alpha1",
+				GroupPriorityMinimum: 1000, VersionPriority: 15, CABundle: caBundle,
+				Service: &apiregistrationv1.ServiceReference{Namespace: aggregatedServiceNamespace, Name: "event-apiserver", Port: &port},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	})
 }
