@@ -39,6 +39,8 @@ URI_BASE="${URI_BASE%/}"
 OUT="${PLUGIN_OUT:-${REPO_ROOT}/_output/plugin/${VERSION}}"
 PLATFORMS="${PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64}"
 mkdir -p "${OUT}"
+# A failed build leaves no half-made staging directory behind.
+trap 'rm -rf "${OUT}"/.stage.*' EXIT
 
 declare -A SHA=()
 for platform in ${PLATFORMS}; do
