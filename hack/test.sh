@@ -8,11 +8,11 @@
 #                (see "One plain build" below).
 #   kube         etcd and the Kubernetes v1.36.3 commands (kube-apiserver,
 #                kubectl, and the kubelet, kube-proxy, scheduler,
-#                controller-manager and kubeadm of the real-cluster tier)
-#                built from the Go module proxy into _output/bin (instant when
-#                cached), in the background from here on: only the
-#                integration tiers need them, and the phases beside it
-#                compile other trees.
+#                controller-manager and kubeadm of the real-cluster tier),
+#                and krew, which checks the plugin's manifest, built from the
+#                Go module proxy into _output/bin (instant when cached), in
+#                the background from here on: only the integration tiers
+#                need them, and the phases beside it compile other trees.
 #   verify       staticcheck and generated code (the other hack/verify-*.sh).
 #   fuzz         the decode, convert and validate path, bounded (hack/fuzz.sh).
 #   unit         go test -race ./pkg/... ./internal/... ./cmd/...: no binaries,
@@ -140,9 +140,9 @@ timed "Verifying: gofmt, go vet" vet
 # the kube build starts only now that go vet has compiled what it shares,
 # and beside it run phases that compile other trees (the generators,
 # staticcheck's own analysis, the fuzzing and race builds).
-log "Building etcd, the Kubernetes commands, CoreDNS and the cluster images in the background (log: _output/build-deps.log)"
+log "Building etcd, the Kubernetes commands, krew, CoreDNS and the cluster images in the background (log: _output/build-deps.log)"
 deps_start=${SECONDS}
-(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-cluster-images.sh) >"${OUT}/build-deps.log" 2>&1 &
+(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-krew.sh && bash hack/build-cluster-images.sh) >"${OUT}/build-deps.log" 2>&1 &
 deps_pid=$!
 
 # --- verify
@@ -205,6 +205,7 @@ integration_race() {
 }
 integration() {
   go build -o "${OUT_BIN}/event-apiserver" ./cmd/event-apiserver
+  bash hack/build-plugin.sh >/dev/null
   # shellcheck disable=SC2086
   go test "${without_gogc[@]}" -count=1 -parallel "${parallel}" -timeout 30m -skip "${RACE_INTEGRATION_TESTS}" \
     ${GO_TEST_FLAGS:-} "${integration_pkgs[@]}" 2>&1 | tee "${OUT}/go-test-integration.log"

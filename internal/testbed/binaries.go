@@ -153,6 +153,11 @@ func checkKubeBinaryVersion(name, path string) error {
 // BuildServer builds cmd/event-apiserver from this checkout into out, with
 // the race detector when race is set.
 func BuildServer(out string, race bool) error {
+	return buildCommand("event-apiserver", out, race)
+}
+
+// buildCommand builds ./cmd/<name> from this checkout into out.
+func buildCommand(name, out string, race bool) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
@@ -161,10 +166,10 @@ func BuildServer(out string, race bool) error {
 	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/event-apiserver")...)
+	cmd := exec.Command("go", append(args, "./cmd/"+name)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building event-apiserver: %v\n%s", err, out)
+		return fmt.Errorf("building %s: %v\n%s", name, err, out)
 	}
 	return nil
 }
@@ -191,4 +196,22 @@ func ServerBinary(race bool) (string, error) {
 		}
 	})
 	return serverBuild.path, serverBuild.err
+}
+
+var timelineBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// TimelineBinary is _output/bin/kubectl-timeline, the kubectl plugin, built
+// from this checkout once per process, for tests that run it as a user
+// does.
+func TimelineBinary() (string, error) {
+	timelineBuild.once.Do(func() {
+		if timelineBuild.path, timelineBuild.err = OutputBinary("kubectl-timeline"); timelineBuild.err == nil {
+			timelineBuild.err = buildCommand("kubectl-timeline", timelineBuild.path, false)
+		}
+	})
+	return timelineBuild.path, timelineBuild.err
 }

@@ -1,0 +1,165 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/timeline"
+)
+
+// maxPages bounds a list that never ends: a server whose continue token
+// does not advance must not keep the plugin reading forever.
+const maxPages = 100000
+
+// sources lists the object's Events from the live Events API and from
+// history, with the same object, namespace and filters.
+type sources struct {
+	events    corev1client.EventInterface
+	history   rest.Interface
+	namespace string
+	object    Object
+	filter    timeline.Filter
+	chunkSize int64
+}
+
+// typeSelector narrows a list to the one type asked for; with both types
+// (or none) every Event is listed.
+func (s *sources) typeSelector() []fields.Selector {
+	if len(s.filter.Types) == 1 {
+		return []fields.Selector{fields.OneTermEqualSelector("type", s.filter.Types[0])}
+	}
+	return nil
+}
+
+// liveSelector is what `kubectl events --for` sends, without the
+// apiVersion: Events reported about an older version of the kind belong to
+// the object's story too.
+func (s *sources) liveSelector() string {
+	return fields.AndSelectors(append([]fields.Selector{
+		fields.OneTermEqualSelector("involvedObject.kind", s.object.Kind),
+		fields.OneTermEqualSelector("involvedObject.name", s.object.Name),
+	}, s.typeSelector()...)...).String()
+}
+
+// historySelector is the same query in events.k8s.io/v1's labels, which
+// eventrecords take, plus the window: history applies `since` to the same
+// last-seen time the timeline sorts by.
+func (s *sources) historySelector() string {
+	selectors := append([]fields.Selector{
+		fields.OneTermEqualSelector("regarding.kind", s.object.Kind),
+		fields.OneTermEqualSelector("regarding.name", s.object.Name),
+	}, s.typeSelector()...)
+	if !s.filter.Since.IsZero() {
+		selectors = append(selectors, fields.OneTermEqualSelector("since", s.filter.Since.UTC().Format(time.RFC3339Nano)))
+	}
+	return fields.AndSelectors(selectors...).String()
+}
+
+// listLive lists the live Events page by page and returns the
+// resourceVersion of the list, from which a watch continues.
+func (s *sources) listLive(ctx context.Context, add func(historyv1alpha1.EventRecord)) (string, error) {
+	opts := metav1.ListOptions{FieldSelector: s.liveSelector(), Limit: s.chunkSize}
+	resourceVersion := ""
+	for pages := 0; ; pages++ {
+		if pages == maxPages {
+			return "", fmt.Errorf("listing events: more than %d pages", maxPages)
+		}
+		list, err := s.events.List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		if resourceVersion == "" {
+			// The first page's: a continued list is a snapshot at it.
+			resourceVersion = list.ResourceVersion
+		}
+		for i := range list.Items {
+			r, err := timeline.LiveRecord(&list.Items[i])
+			if err != nil {
+				return "", fmt.Errorf("event %s/%s: %w", list.Items[i].Namespace, list.Items[i].Name, err)
+			}
+			add(r)
+		}
+		if list.Continue == "" {
+			return resourceVersion, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// listHistory lists the object's records page by page. History holds every
+// version of each Event; the timeline keeps the newest.
+func (s *sources) listHistory(ctx context.Context, add func(historyv1alpha1.EventRecord)) error {
+	opts := metav1.ListOptions{FieldSelector: s.historySelector(), Limit: s.chunkSize}
+	for pages := 0; ; pages++ {
+		if pages == maxPages {
+			return fmt.Errorf("listing eventrecords: more than %d pages", maxPages)
+		}
+		list := &historyv1alpha1.EventRecordList{}
+		err := s.history.Get().
+			Namespace(s.namespace).
+			Resource("eventrecords").
+			VersionedParams(&opts, historyParameterCodec).
+			Do(ctx).
+			Into(list)
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			add(list.Items[i])
+		}
+		if list.Continue == "" {
+			return nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// historyParameterCodec encodes list options for the history group, where
+// v1alpha1's registration put ListOptions.
+var historyParameterCodec = runtime.NewParameterCodec(timeline.Scheme)
+
+// newHistoryClient is a REST client for history.eventapiserver.io/v1alpha1
+// that decodes into this repository's own EventRecord types.
+func newHistoryClient(config *rest.Config) (rest.Interface, error) {
+	c := rest.CopyConfig(config)
+	c.APIPath = "/apis"
+	c.GroupVersion = &historyv1alpha1.SchemeGroupVersion
+	c.NegotiatedSerializer = serializer.NewCodecFactory(timeline.Scheme).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(c)
+}
+
+// historyUnavailable says, for an error listing history, why this server
+// shows no history to this user, when that is the reason: the group is not
+// served (404: --history=false, or a kube-apiserver in front without the
+// group's APIService), the user may not read it (403), or its store is down
+// (503). Other errors (a bad request, a timeout) are the command's failure.
+func historyUnavailable(err error, namespace string) (string, bool) {
+	switch {
+	case err == nil:
+		return "", false
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("history is not installed on this server (it serves no %s eventrecords)", historyv1alpha1.SchemeGroupVersion), true
+	case apierrors.IsForbidden(err):
+		where := "in namespace " + namespace
+		if namespace == "" {
+			where = "across all namespaces"
+		}
+		return fmt.Sprintf("you may not list history %s (eventrecords.%s): %s", where, historyv1alpha1.GroupName, err), true
+	case apierrors.IsServiceUnavailable(err):
+		return fmt.Sprintf("history is unavailable: %v", err), true
+	}
+	return "", false
+}
