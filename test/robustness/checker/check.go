@@ -426,6 +426,7 @@ func (c *checker) checkWatcher(w *Watcher) {
 	for si := range w.Sessions {
 		s := &w.Sessions[si]
 		c.r.Sessions++
+		c.r.OpOutcomes[fmt.Sprintf("watch %d", s.Code)]++
 		header := w.sessionHeader(si)
 		if si > 0 {
 			prev := &w.Sessions[si-1]
@@ -473,6 +474,7 @@ func (c *checker) checkWatcher(w *Watcher) {
 				}
 				pos = ev.RV
 			case Error:
+				c.r.OpOutcomes[fmt.Sprintf("watch-error %d", ev.Code)]++
 				c.checkRefusal(header+" "+evs, s.Replica, ev.Code, ev.Reason, "-", s.Start, ev.At, pos)
 			default:
 				if ev.RV <= pos {

@@ -50,6 +50,7 @@ const (
 	Update OpKind = "update"
 	Del    OpKind = "delete"
 	List   OpKind = "list"
+	Get    OpKind = "get"
 )
 
 func (k OpKind) isWrite() bool { return k == Create || k == Patch || k == Update || k == Del }

@@ -1,0 +1,206 @@
+package robustness
+
+// The topology (a three-member etcd with progress notify, a fault proxy in
+// front of each member's client port and peer port, event-apiserver
+// replicas on it) and the faults injected into it.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+	"github.com/eventapiserver/event-apiserver/test/robustness/checker"
+)
+
+const (
+	replicas       = 2
+	requestTimeout = 10 * time.Second
+	// eventTTL is short so that Events expire during the run: each expiry
+	// is a lease revocation deleting keys, which watchers must see.
+	eventTTL = 15 * time.Second
+)
+
+type cluster struct {
+	t       *testing.T
+	etcd    *framework.EtcdCluster
+	proxies []*testbed.Proxy // in front of each member's client port
+	servers []*framework.Server
+	// etcdClient reaches the members directly, never through a proxy.
+	etcdClient *clientv3.Client
+
+	mu          sync.Mutex
+	faults      []checker.Fault
+	compactions []checker.Compaction
+}
+
+func startCluster(t *testing.T) *cluster {
+	c := &cluster{t: t}
+	c.etcd = framework.StartEtcdCluster(t, 3, framework.WithEtcdPeerProxies())
+	var urls []string
+	for _, m := range c.etcd.Members {
+		p, err := testbed.NewProxy(strings.TrimPrefix(m.ClientURL(), "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		c.proxies = append(c.proxies, p)
+		urls = append(urls, p.URL())
+	}
+	c.etcdClient = c.etcd.Client(t)
+	for range replicas {
+		c.servers = append(c.servers, framework.StartServer(t, framework.ServerOptions{
+			EtcdServers: strings.Join(urls, ","),
+			EventTTL:    eventTTL,
+			ExtraArgs: []string{
+				"--request-timeout=" + requestTimeout.String(),
+				// The test compacts etcd itself, so that every compaction
+				// is in the record a 410 is held against.
+				"--etcd-compaction-interval=0",
+				// Traffic, not storms: the storm limits have their own
+				// tests.
+				"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0",
+				"--event-rate-limit-global-qps=0", "--event-rate-limit-user-qps=0",
+			},
+		}))
+	}
+	return c
+}
+
+func (c *cluster) record(f checker.Fault) {
+	c.mu.Lock()
+	c.faults = append(c.faults, f)
+	c.mu.Unlock()
+}
+
+// leader is the index of the member that leads, or -1.
+func (c *cluster) leader(ctx context.Context) int {
+	for i, m := range c.etcd.Members {
+		if !m.Running() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.etcdClient.Status(sctx, m.ClientURL())
+		cancel()
+		if err == nil && st.Leader == st.Header.MemberId {
+			return i
+		}
+	}
+	return -1
+}
+
+// waitEtcd waits until every member is up and healthy again.
+func (c *cluster) waitEtcd() error {
+	return c.etcd.WaitHealthy(framework.DefaultEtcdStartTimeout)
+}
+
+// faultKinds are the faults the schedule picks from.
+var faultKinds = []string{
+	checker.ReplicaKill, "etcd-kill", "etcd-kill-leader", "etcd-partition",
+	"etcd-partition-peers", "etcd-partition-clients", "compact", "defrag",
+}
+
+// injectFaults runs one fault at a time, at seeded random intervals,
+// until ctx ends; each fault is undone (restart, heal) before the next.
+// progress is the newest revision the etcd recorder holds: compactions
+// never pass it.
+func (c *cluster) injectFaults(ctx context.Context, rng *rand.Rand, progress func() int64) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(3000+rng.IntN(4000)) * time.Millisecond):
+		}
+		kind := faultKinds[rng.IntN(len(faultKinds))]
+		if err := c.inject(ctx, rng, kind, progress); err != nil {
+			c.t.Errorf("fault %s: %v", kind, err)
+			return
+		}
+	}
+}
+
+func (c *cluster) inject(ctx context.Context, rng *rand.Rand, kind string, progress func() int64) error {
+	f := checker.Fault{Kind: kind, Replica: -1, Start: time.Now()}
+	defer func() {
+		f.End = time.Now()
+		c.record(f)
+	}()
+	down := time.Duration(2000+rng.IntN(5000)) * time.Millisecond
+	hold := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(down):
+		}
+	}
+	member := rng.IntN(len(c.etcd.Members))
+	switch kind {
+	case checker.ReplicaKill:
+		f.Replica = rng.IntN(len(c.servers))
+		f.Target = fmt.Sprintf("replica %d", f.Replica)
+		s := c.servers[f.Replica]
+		if err := s.Kill(); err != nil {
+			return err
+		}
+		hold()
+		return s.Start()
+	case "etcd-kill", "etcd-kill-leader":
+		if kind == "etcd-kill-leader" {
+			if member = c.leader(ctx); member < 0 {
+				return fmt.Errorf("no leader found")
+			}
+		}
+		m := c.etcd.Members[member]
+		f.Target = m.Name()
+		if err := m.Kill(); err != nil {
+			return err
+		}
+		hold()
+		if err := m.Start(); err != nil {
+			return err
+		}
+		return c.waitEtcd()
+	case "etcd-partition", "etcd-partition-peers", "etcd-partition-clients":
+		m := c.etcd.Members[member]
+		f.Target = m.Name()
+		if kind != "etcd-partition-clients" {
+			if err := m.Partition(); err != nil {
+				return err
+			}
+		}
+		if kind != "etcd-partition-peers" {
+			c.proxies[member].Blackhole()
+		}
+		hold()
+		m.Heal()
+		c.proxies[member].Heal()
+		return c.waitEtcd()
+	case "compact":
+		rev := progress()
+		f.Target = fmt.Sprintf("rev %d", rev)
+		c.mu.Lock()
+		c.compactions = append(c.compactions, checker.Compaction{Rev: rev, At: time.Now()})
+		c.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := c.etcdClient.Compact(cctx, rev, clientv3.WithCompactPhysical())
+		if err != nil && strings.Contains(err.Error(), "required revision has been compacted") {
+			return nil
+		}
+		return err
+	case "defrag":
+		m := c.etcd.Members[member]
+		f.Target = m.Name()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := c.etcdClient.Defragment(cctx, m.ClientURL())
+		return err
+	}
+	return fmt.Errorf("unknown fault %q", kind)
+}
