@@ -75,6 +75,7 @@ func startCluster(t *testing.T) *cluster {
 }
 
 func (c *cluster) record(f checker.Fault) {
+	c.t.Logf("fault %s on %s from %s for %v", f.Kind, f.Target, f.Start.Format("15:04:05.000"), f.End.Sub(f.Start).Round(time.Millisecond))
 	c.mu.Lock()
 	c.faults = append(c.faults, f)
 	c.mu.Unlock()

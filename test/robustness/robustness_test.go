@@ -46,14 +46,14 @@ func TestRobustness(t *testing.T) {
 		{tr: tr, rec: checker.Watcher{Name: "warnings", Selector: map[string]string{"type": "Warning"}}},
 		{tr: tr, rec: checker.Watcher{Name: "ns-1-backoff", Namespace: "ns-1", Selector: map[string]string{"reason": "BackOff"}}},
 	}
+	t.Logf("traffic and faults for %v", *durationFlag)
+	trafficCtx, stopTraffic := context.WithTimeout(ctx, *durationFlag)
+	defer stopTraffic()
+	watchers = append(watchers, &watcher{tr: tr, rec: checker.Watcher{Name: "away-now-and-then"}, awayUntil: trafficCtx})
 	var watching sync.WaitGroup
 	for i, w := range watchers {
 		watching.Go(func() { w.run(watchCtx, rngFor(100+uint64(i))) })
 	}
-
-	t.Logf("traffic and faults for %v", *durationFlag)
-	trafficCtx, stopTraffic := context.WithTimeout(ctx, *durationFlag)
-	defer stopTraffic()
 	var load sync.WaitGroup
 	for i := range 3 {
 		load.Go(func() { tr.writer(trafficCtx, i, rngFor(uint64(i))) })
@@ -96,8 +96,39 @@ func TestRobustness(t *testing.T) {
 		t.Fatal(recErr)
 	}
 
+	// Each replica's Event history must come to hold every version etcd
+	// held; it is written in batches, so it is waited for.
+	var histories []checker.HistoryStore
+	puts := map[checker.HistoryRecord]bool{}
+	for _, rev := range revisions {
+		if rev.Type == checker.Put {
+			puts[checker.HistoryRecord{Key: rev.Key, RV: rev.Rev}] = true
+		}
+	}
+	for replica := range c.servers {
+		var store checker.HistoryStore
+		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+			var err error
+			if store, err = tr.history(replica); err != nil {
+				t.Logf("%v", err)
+				return false, nil
+			}
+			held := 0
+			for _, rec := range store.Records {
+				if puts[rec] {
+					held++
+				}
+			}
+			return held >= len(puts) || store.Relisted, nil
+		})
+		if err != nil {
+			t.Logf("replica %d's history still lacks versions after a minute (the checker lists them)", replica)
+		}
+		histories = append(histories, store)
+	}
+
 	tr.mu.Lock()
-	h := &checker.History{
+	h := &checker.History{Histories: histories,
 		Seed: seed, RequestTimeout: requestTimeout, BaseRev: baseRev, Revisions: revisions,
 		Compactions: c.compactions, Ops: tr.ops, Faults: c.faults,
 	}

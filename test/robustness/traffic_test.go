@@ -352,8 +352,13 @@ func (tr *traffic) lister(ctx context.Context, rng *rand.Rand) {
 type watcher struct {
 	tr  *traffic
 	rec checker.Watcher
-	mu  sync.Mutex
-	pos int64
+	// awayUntil, when set, makes the watcher stay away now and then (up to
+	// 100s, never past awayUntil's end) between sessions, as a client cut
+	// off for a while: its resume may then fall behind the watch cache's
+	// window and a compaction, the path to etcd's history and to 410.
+	awayUntil context.Context
+	mu        sync.Mutex
+	pos       int64
 }
 
 func (w *watcher) position() int64 {
@@ -397,6 +402,9 @@ func (w *watcher) run(ctx context.Context, rng *rand.Rand) {
 		}
 		if s.Code != http.StatusOK {
 			pause(ctx, time.Duration(200+rng.IntN(300))*time.Millisecond)
+		}
+		if w.awayUntil != nil && rng.IntN(4) == 0 {
+			pause(w.awayUntil, time.Duration(10+rng.IntN(90))*time.Second)
 		}
 	}
 }
@@ -455,4 +463,55 @@ func (w *watcher) session(ctx context.Context, replica int, from int64, timeout 
 	}
 	s.End = time.Now()
 	return s
+}
+
+// historyRelistLog is what capture logs when etcd compacted past its
+// revision and versions replaced meanwhile are lost.
+const historyRelistLog = "etcd compacted past the Event history capture's revision"
+
+// history reads every record a replica's Event history holds.
+func (tr *traffic) history(replica int) (checker.HistoryStore, error) {
+	store := checker.HistoryStore{Replica: replica, Relisted: tr.c.servers[replica].LogContains(historyRelistLog)}
+	q := url.Values{"limit": {"500"}}
+	for pages := 0; pages < 10000; pages++ {
+		c := tr.clients[replica]
+		ctx, cancel := context.WithTimeout(context.Background(), 3*requestTimeout)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/apis/history.eventapiserver.io/v1alpha1/eventrecords?"+q.Encode(), nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header.Set("Accept", "application/json")
+		resp, err := c.http.Do(req)
+		if err != nil {
+			cancel()
+			return store, err
+		}
+		var list struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []struct {
+				Event struct {
+					Metadata struct {
+						Name            string `json:"name"`
+						Namespace       string `json:"namespace"`
+						ResourceVersion string `json:"resourceVersion"`
+					} `json:"metadata"`
+				} `json:"event"`
+			} `json:"items"`
+		}
+		data, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		cancel()
+		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(data, &list) != nil {
+			return store, fmt.Errorf("listing replica %d's eventrecords: %d %v %.300s", replica, resp.StatusCode, err, data)
+		}
+		for _, it := range list.Items {
+			rv, _ := strconv.ParseInt(it.Event.Metadata.ResourceVersion, 10, 64)
+			store.Records = append(store.Records, checker.HistoryRecord{Key: it.Event.Metadata.Namespace + "/" + it.Event.Metadata.Name, RV: rv})
+		}
+		if list.Metadata.Continue == "" {
+			return store, nil
+		}
+		q.Set("continue", list.Metadata.Continue)
+	}
+	return store, fmt.Errorf("replica %d's eventrecords: more than 10000 pages", replica)
 }

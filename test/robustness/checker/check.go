@@ -52,6 +52,9 @@ const (
 	// NoHang: no request takes longer than the request timeout (plus
 	// HangSlack).
 	NoHang Property = "no-hang"
+	// HistoryExactlyOnce: Event history holds every version etcd held
+	// (every PUT), once, and nothing else.
+	HistoryExactlyOnce Property = "history-holds-every-version-exactly-once"
 )
 
 // HangSlack is what a request may take beyond the servers' request timeout:
@@ -70,15 +73,17 @@ type Violation struct {
 
 // Report is a checked history.
 type Report struct {
-	Seed         int64
-	OpsByKind    map[string]int
-	OpOutcomes   map[string]int // "create 201", "list 503"...
-	Revisions    int
-	WatchEvents  int // events and bookmarks checked
-	Bookmarks    int
-	Sessions     int
-	FaultsByKind map[string]int
-	Violations   []Violation
+	Seed        int64
+	OpsByKind   map[string]int
+	OpOutcomes  map[string]int // "create 201", "list 503"...
+	Revisions   int
+	WatchEvents int // events and bookmarks checked
+	Bookmarks   int
+	Sessions    int
+	// HistoryRecords counts the Event history records checked.
+	HistoryRecords int
+	FaultsByKind   map[string]int
+	Violations     []Violation
 	// Dropped counts violations beyond maxPerProperty, by property.
 	Dropped map[Property]int
 }
@@ -116,6 +121,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  outcomes: %s\n", counts(r.OpOutcomes))
 	fmt.Fprintf(&b, "  etcd revisions: %d; watch sessions: %d; watch events checked: %d (bookmarks %d)\n",
 		r.Revisions, r.Sessions, r.WatchEvents, r.Bookmarks)
+	fmt.Fprintf(&b, "  history records checked: %d\n", r.HistoryRecords)
 	fmt.Fprintf(&b, "  faults injected by kind: %s\n", counts(r.FaultsByKind))
 	dropped := 0
 	for _, n := range r.Dropped {
@@ -186,7 +192,43 @@ func Check(h *History) *Report {
 	for i := range h.Watchers {
 		c.checkWatcher(&h.Watchers[i])
 	}
+	for i := range h.Histories {
+		c.checkHistory(&h.Histories[i])
+	}
 	return c.r
+}
+
+func (c *checker) checkHistory(store *HistoryStore) {
+	held := map[HistoryRecord]int{}
+	for _, rec := range store.Records {
+		held[rec]++
+	}
+	c.r.HistoryRecords += len(store.Records)
+	where := fmt.Sprintf("history of replica %d (%d records)", store.Replica, len(store.Records))
+	for _, rec := range store.Records {
+		if rec.RV <= c.h.BaseRev {
+			continue
+		}
+		if n := held[rec]; n > 1 {
+			c.r.add(HistoryExactlyOnce, fmt.Sprintf("%s at rv %d held %d times", rec.Key, rec.RV, n), where)
+			held[rec] = 1
+		}
+		if rev := c.byRev[rec.RV]; rev == nil || rev.Key != rec.Key || rev.Type != Put {
+			got := "no change under the Events prefix"
+			if rev != nil {
+				got = rev.String()
+			}
+			c.r.add(HistoryExactlyOnce, fmt.Sprintf("%s at rv %d is held, but etcd has %s there", rec.Key, rec.RV, got), where)
+		}
+	}
+	if store.Relisted {
+		return
+	}
+	for _, rev := range c.h.Revisions {
+		if rev.Type == Put && held[HistoryRecord{rev.Key, rev.Rev}] == 0 {
+			c.r.add(HistoryExactlyOnce, fmt.Sprintf("version %s at rv %d is missing", rev.Key, rev.Rev), where, rev.String())
+		}
+	}
 }
 
 func acked(op *Op) bool { return op.Code >= 200 && op.Code < 300 }

@@ -45,6 +45,8 @@ func validHistory() *History {
 				Start: at(580), End: at(590), Code: 200, RV: 15, Consistent: true, Pages: 1,
 				Items: map[string]int64{"ns1/c": 15}},
 		},
+		Histories: []HistoryStore{{Replica: 0, Records: []HistoryRecord{
+			{"ns1/a", 11}, {"ns2/b", 12}, {"ns1/a", 13}, {"ns1/c", 15}}}},
 		Watchers: []Watcher{
 			{Name: "all", Sessions: []Session{
 				{Replica: 0, StartRV: 10, Start: at(0), End: at(180), Code: 200, Events: []Event{
@@ -204,6 +206,24 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 			h.Ops = append(h.Ops, Op{ID: 20, Kind: Del, Key: "ns1/c", Start: at(600), End: at(650), Code: 200})
 		},
 		want: []Property{AckedWriteInEtcd},
+	}, {
+		name: "history missing a version",
+		break_: func(h *History) {
+			h.Histories[0].Records = h.Histories[0].Records[1:]
+		},
+		want: []Property{HistoryExactlyOnce},
+	}, {
+		name: "history holding a version twice",
+		break_: func(h *History) {
+			h.Histories[0].Records = append(h.Histories[0].Records, HistoryRecord{"ns1/a", 13})
+		},
+		want: []Property{HistoryExactlyOnce},
+	}, {
+		name: "history holding a version etcd never held",
+		break_: func(h *History) {
+			h.Histories[0].Records = append(h.Histories[0].Records, HistoryRecord{"ns1/a", 14})
+		},
+		want: []Property{HistoryExactlyOnce},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -144,6 +144,26 @@ type Fault struct {
 // the process serving them died.
 const ReplicaKill = "replica-kill"
 
+// HistoryStore is what one replica's Event history
+// (history.eventapiserver.io eventrecords) held at the end: one record per
+// Event version.
+type HistoryStore struct {
+	Replica int
+	// Records are the versions held, as key (namespace/name) and the
+	// Event's resourceVersion.
+	Records []HistoryRecord
+	// Relisted: capture found etcd compacted past its revision and read
+	// every Event again, which loses the versions replaced meanwhile (as
+	// docs/operations.md section 10 says).
+	Relisted bool
+}
+
+// HistoryRecord is one Event version in a history store.
+type HistoryRecord struct {
+	Key string
+	RV  int64
+}
+
 // History is one recorded run.
 type History struct {
 	Seed int64
@@ -157,6 +177,9 @@ type History struct {
 	Ops         []Op
 	Watchers    []Watcher
 	Faults      []Fault
+	// Histories, when captured, are checked to hold every version etcd
+	// held, exactly once.
+	Histories []HistoryStore
 }
 
 func (r Revision) String() string {
