@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
@@ -127,6 +128,8 @@ func (c *cluster) injectFaults(ctx context.Context, rng *rand.Rand, progress fun
 	}
 }
 
+// inject runs one fault; ctx only shortens its hold, so that a fault begun
+// is always undone.
 func (c *cluster) inject(ctx context.Context, rng *rand.Rand, kind string, progress func() int64) error {
 	f := checker.Fault{Kind: kind, Replica: -1, Start: time.Now()}
 	defer func() {
@@ -153,8 +156,13 @@ func (c *cluster) inject(ctx context.Context, rng *rand.Rand, kind string, progr
 		return s.Start()
 	case "etcd-kill", "etcd-kill-leader":
 		if kind == "etcd-kill-leader" {
-			if member = c.leader(ctx); member < 0 {
-				return fmt.Errorf("no leader found")
+			// The previous fault may have just ended an election.
+			err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				member = c.leader(ctx)
+				return member >= 0, nil
+			})
+			if err != nil {
+				return fmt.Errorf("no leader found: %w", err)
 			}
 		}
 		m := c.etcd.Members[member]
@@ -188,7 +196,7 @@ func (c *cluster) inject(ctx context.Context, rng *rand.Rand, kind string, progr
 		c.mu.Lock()
 		c.compactions = append(c.compactions, checker.Compaction{Rev: rev, At: time.Now()})
 		c.mu.Unlock()
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := c.etcdClient.Compact(cctx, rev, clientv3.WithCompactPhysical())
 		if err != nil && strings.Contains(err.Error(), "required revision has been compacted") {
@@ -198,7 +206,7 @@ func (c *cluster) inject(ctx context.Context, rng *rand.Rand, kind string, progr
 	case "defrag":
 		m := c.etcd.Members[member]
 		f.Target = m.Name()
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := c.etcdClient.Defragment(cctx, m.ClientURL())
 		return err

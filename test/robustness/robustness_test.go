@@ -19,6 +19,7 @@ import (
 // holds everything recorded to the checker's properties. The seed is
 // printed; -seed reruns one.
 func TestRobustness(t *testing.T) {
+	t.Parallel()
 	seed := *seedFlag
 	if seed == 0 {
 		seed = time.Now().UnixNano() % 1_000_000_000
