@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/eventapiserver/event-apiserver/internal/pgtest"
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 	"github.com/eventapiserver/event-apiserver/test/robustness/checker"
@@ -36,6 +37,9 @@ type cluster struct {
 	servers []*framework.Server
 	// etcdClient reaches the members directly, never through a proxy.
 	etcdClient *clientv3.Client
+	// historyStore is the Event history store the replicas run with:
+	// "postgres" (one database for all) or "sqlite" (one each).
+	historyStore string
 
 	mu          sync.Mutex
 	faults      []checker.Fault
@@ -56,11 +60,23 @@ func startCluster(t *testing.T) *cluster {
 		urls = append(urls, p.URL())
 	}
 	c.etcdClient = c.etcd.Client(t)
+	// History capture on one PostgreSQL shared by the replicas, as
+	// operators run replicas (each captures everything, writes
+	// idempotently); each replica's own SQLite where PostgreSQL is not
+	// installed.
+	var historyArgs []string
+	if pgtest.BinDir() != "" {
+		historyArgs = []string{"--history-store=postgres", "--history-dsn=" + pgtest.Start(t)}
+		c.historyStore = "postgres"
+	} else {
+		t.Log("PostgreSQL not installed (hack/install-test-packages.sh installs it): Event history on each replica's SQLite")
+		c.historyStore = "sqlite"
+	}
 	for range replicas {
 		c.servers = append(c.servers, framework.StartServer(t, framework.ServerOptions{
 			EtcdServers: strings.Join(urls, ","),
 			EventTTL:    eventTTL,
-			ExtraArgs: []string{
+			ExtraArgs: append([]string{
 				"--request-timeout=" + requestTimeout.String(),
 				// The test compacts etcd itself, so that every compaction
 				// is in the record a 410 is held against.
@@ -69,7 +85,7 @@ func startCluster(t *testing.T) *cluster {
 				// tests.
 				"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0",
 				"--event-rate-limit-global-qps=0", "--event-rate-limit-user-qps=0",
-			},
+			}, historyArgs...),
 		}))
 	}
 	return c

@@ -138,7 +138,7 @@ func TestRobustness(t *testing.T) {
 		h.Watchers = append(h.Watchers, w.rec)
 	}
 	report := checker.Check(h)
-	t.Logf("wall %v\n%s", time.Since(started).Round(time.Second), report)
+	t.Logf("wall %v, Event history on %s\n%s", time.Since(started).Round(time.Second), c.historyStore, report)
 	if !report.OK() {
 		t.Errorf("seed %d broke %v", seed, report.Broken())
 	}

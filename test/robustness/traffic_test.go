@@ -472,6 +472,13 @@ const historyRelistLog = "etcd compacted past the Event history capture's revisi
 // history reads every record a replica's Event history holds.
 func (tr *traffic) history(replica int) (checker.HistoryStore, error) {
 	store := checker.HistoryStore{Replica: replica, Relisted: tr.c.servers[replica].LogContains(historyRelistLog)}
+	if tr.c.historyStore == "postgres" {
+		// One store for all: a relist by any replica may have lost
+		// versions in it.
+		for _, s := range tr.c.servers {
+			store.Relisted = store.Relisted || s.LogContains(historyRelistLog)
+		}
+	}
 	q := url.Values{"limit": {"500"}}
 	for pages := 0; pages < 10000; pages++ {
 		c := tr.clients[replica]
