@@ -28,6 +28,9 @@ const (
 	// eventTTL is short so that Events expire during the run: each expiry
 	// is a lease revocation deleting keys, which watchers must see.
 	eventTTL = 15 * time.Second
+	// quotaBytes is etcd's --quota-backend-bytes: small, so that the
+	// NOSPACE fault fills it quickly, and far above what the traffic keeps.
+	quotaBytes = 64 << 20
 )
 
 type cluster struct {
@@ -48,7 +51,8 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	c := &cluster{t: t}
-	c.etcd = framework.StartEtcdCluster(t, 3, framework.WithEtcdPeerProxies())
+	c.etcd = framework.StartEtcdCluster(t, 3, framework.WithEtcdPeerProxies(),
+		framework.WithEtcdFlags(fmt.Sprintf("--quota-backend-bytes=%d", quotaBytes)))
 	var urls []string
 	for _, m := range c.etcd.Members {
 		p, err := testbed.NewProxy(strings.TrimPrefix(m.ClientURL(), "http://"))
@@ -122,7 +126,7 @@ func (c *cluster) waitEtcd() error {
 // faultKinds are the faults the schedule picks from.
 var faultKinds = []string{
 	checker.ReplicaKill, "etcd-kill", "etcd-kill-leader", "etcd-partition",
-	"etcd-partition-peers", "etcd-partition-clients", "compact", "defrag",
+	"etcd-partition-peers", "etcd-partition-clients", "compact", "defrag", "nospace",
 }
 
 // injectFaults runs one fault at a time, at seeded random intervals,
@@ -130,13 +134,17 @@ var faultKinds = []string{
 // progress is the newest revision the etcd recorder holds: compactions
 // never pass it.
 func (c *cluster) injectFaults(ctx context.Context, rng *rand.Rand, progress func() int64) {
+	kinds := faultKinds
+	if *faultsFlag != "" {
+		kinds = strings.Split(*faultsFlag, ",")
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Duration(3000+rng.IntN(4000)) * time.Millisecond):
 		}
-		kind := faultKinds[rng.IntN(len(faultKinds))]
+		kind := kinds[rng.IntN(len(kinds))]
 		if err := c.inject(ctx, rng, kind, progress); err != nil {
 			c.t.Errorf("fault %s: %v", kind, err)
 			return
@@ -209,16 +217,14 @@ func (c *cluster) inject(ctx context.Context, rng *rand.Rand, kind string, progr
 	case "compact":
 		rev := progress()
 		f.Target = fmt.Sprintf("rev %d", rev)
-		c.mu.Lock()
-		c.compactions = append(c.compactions, checker.Compaction{Rev: rev, At: time.Now()})
-		c.mu.Unlock()
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := c.etcdClient.Compact(cctx, rev, clientv3.WithCompactPhysical())
-		if err != nil && strings.Contains(err.Error(), "required revision has been compacted") {
-			return nil
+		return c.compact(rev)
+	case "nospace":
+		f.Target = "cluster"
+		if err := c.fill(); err != nil {
+			return err
 		}
-		return err
+		hold()
+		return c.recoverSpace(progress)
 	case "defrag":
 		m := c.etcd.Members[member]
 		f.Target = m.Name()
@@ -228,4 +234,77 @@ func (c *cluster) inject(ctx context.Context, rng *rand.Rand, kind string, progr
 		return err
 	}
 	return fmt.Errorf("unknown fault %q", kind)
+}
+
+// compact compacts etcd's history up to rev, recorded before it is asked
+// for: a 410 may follow at once.
+func (c *cluster) compact(rev int64) error {
+	c.mu.Lock()
+	c.compactions = append(c.compactions, checker.Compaction{Rev: rev, At: time.Now()})
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.etcdClient.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	if err != nil && strings.Contains(err.Error(), "required revision has been compacted") {
+		return nil
+	}
+	return err
+}
+
+// fillerPrefix holds the keys that fill etcd to its quota, outside the
+// Events prefix.
+const fillerPrefix = "/robustness-filler/"
+
+// fill writes 1 MiB values until etcd raises its NOSPACE alarm.
+func (c *cluster) fill() error {
+	value := strings.Repeat("x", 1<<20)
+	for i := 0; i < 2*quotaBytes>>20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := c.etcdClient.Put(ctx, fmt.Sprintf("%s%d", fillerPrefix, i), value)
+		cancel()
+		if err != nil {
+			if strings.Contains(err.Error(), "database space exceeded") {
+				return nil
+			}
+			return fmt.Errorf("filling etcd: %w", err)
+		}
+	}
+	return fmt.Errorf("no NOSPACE after writing twice the quota")
+}
+
+// recoverSpace is the operator's recovery (docs/operations.md, When etcd is
+// full): delete, compact once the recorder holds everything, defragment
+// every member, disarm the alarm.
+func (c *cluster) recoverSpace(progress func() int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	del, err := c.etcdClient.Delete(ctx, fillerPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("deleting the filler: %w", err)
+	}
+	// Compaction never passes what the recorder holds; progress
+	// notifications bring it past the filler's revisions.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return progress() >= del.Header.Revision, nil
+	}); err != nil {
+		return fmt.Errorf("etcd recorder did not reach rev %d: %w", del.Header.Revision, err)
+	}
+	if err := c.compact(del.Header.Revision); err != nil {
+		return err
+	}
+	for _, m := range c.etcd.Members {
+		if _, err := c.etcdClient.Defragment(ctx, m.ClientURL()); err != nil {
+			return fmt.Errorf("defragmenting %s: %w", m.Name(), err)
+		}
+	}
+	alarms, err := c.etcdClient.AlarmList(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range alarms.Alarms {
+		if _, err := c.etcdClient.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			return fmt.Errorf("disarming %v: %w", a, err)
+		}
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ import (
 var (
 	seedFlag     = flag.Int64("seed", 0, "the run's seed; 0 picks one from the clock (printed)")
 	durationFlag = flag.Duration("robustness-duration", 75*time.Second, "how long traffic and faults run")
+	faultsFlag   = flag.String("faults", "", "comma-separated fault kinds to pick from (default: all)")
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
