@@ -6,9 +6,14 @@
 # operation and watch event is checked against etcd's own history. The
 # short run of the same test is in the integration tier (hack/test.sh).
 #
-# Usage: hack/robustness.sh [--duration=30m] [--seed=N]
+# Usage: hack/robustness.sh [--duration=30m] [--seed=N] [--writers=N] [--faults=KIND,...]
 #   --duration=D  how long traffic and faults run (default 30m)
 #   --seed=N      rerun a seed a report printed (default: from the clock)
+#   --writers=N   concurrent writers, about 8 writes a second each (default 32:
+#                 about 10^6 watch events checked in 30 minutes; the short
+#                 run in hack/test.sh has 3)
+#   --faults=...  only these fault kinds (default all; see faultKinds in
+#                 test/robustness/cluster_test.go)
 #
 # Needs _output/bin/etcd, kube-apiserver and kubectl (hack/build-etcd.sh,
 # hack/build-kube.sh). Prints the report (operations by kind, watch events
@@ -22,11 +27,15 @@ cd "${REPO_ROOT}"
 
 duration=30m
 seed=0
+writers=32
+faults=""
 for arg in "$@"; do
   case "${arg}" in
     --duration=*) duration="${arg#--duration=}" ;;
     --seed=*) seed="${arg#--seed=}" ;;
-    *) fail "unknown argument ${arg} (usage: hack/robustness.sh [--duration=30m] [--seed=N])" ;;
+    --writers=*) writers="${arg#--writers=}" ;;
+    --faults=*) faults="${arg#--faults=}" ;;
+    *) fail "unknown argument ${arg} (usage: hack/robustness.sh [--duration=30m] [--seed=N] [--writers=N] [--faults=KIND,...])" ;;
   esac
 done
 for bin in etcd kube-apiserver kubectl; do
@@ -44,7 +53,7 @@ export CGO_ENABLED="${CGO_ENABLED:-0}" GOFLAGS="${GOFLAGS:--trimpath}"
 start=${SECONDS}
 status=0
 go test -count=1 -timeout "${timeout}" -run '^TestRobustness$' -v ./test/robustness \
-  -args -seed="${seed}" -robustness-duration="${duration}" >"${log_file}" 2>&1 || status=$?
+  -args -seed="${seed}" -robustness-duration="${duration}" -writers="${writers}" -faults="${faults}" >"${log_file}" 2>&1 || status=$?
 sed -n '/robustness report/,/^--- /p' "${log_file}"
 grep -E '^\s+robustness_test.go:[0-9]+: seed ' "${log_file}" || true
 log "Robustness run done in $((SECONDS - start))s, exit ${status}; log ${log_file}"

@@ -23,6 +23,7 @@ import (
 var (
 	seedFlag     = flag.Int64("seed", 0, "the run's seed; 0 picks one from the clock (printed)")
 	durationFlag = flag.Duration("robustness-duration", 75*time.Second, "how long traffic and faults run")
+	writersFlag  = flag.Int("writers", 3, "concurrent writers, each about 8 writes a second")
 	faultsFlag   = flag.String("faults", "", "comma-separated fault kinds to pick from (default: all)")
 )
 

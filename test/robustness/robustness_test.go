@@ -27,6 +27,9 @@ func TestRobustness(t *testing.T) {
 	t.Logf("seed %d (again: go test ./test/robustness -run TestRobustness -v -args -seed=%d)", seed, seed)
 	rngFor := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), stream)) }
 
+	if *writersFlag < 1 || *writersFlag > 40 {
+		t.Fatalf("-writers=%d: from 1 to 40 (the seed's random streams 50 and up are the lister's, watchers' and faults')", *writersFlag)
+	}
 	started := time.Now()
 	c := startCluster(t)
 	ctx := context.Background()
@@ -56,7 +59,7 @@ func TestRobustness(t *testing.T) {
 		watching.Go(func() { w.run(watchCtx, rngFor(100+uint64(i))) })
 	}
 	var load sync.WaitGroup
-	for i := range 3 {
+	for i := range *writersFlag {
 		load.Go(func() { tr.writer(trafficCtx, i, rngFor(uint64(i))) })
 	}
 	load.Go(func() { tr.lister(trafficCtx, rngFor(50)) })

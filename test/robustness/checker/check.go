@@ -80,6 +80,9 @@ type Report struct {
 	WatchEvents int // events and bookmarks checked
 	Bookmarks   int
 	Sessions    int
+	// ExpiredDeletes counts the deletions no acknowledged delete made:
+	// TTL expiries (and deletes whose answer was lost).
+	ExpiredDeletes int
 	// HistoryRecords counts the Event history records checked.
 	HistoryRecords int
 	FaultsByKind   map[string]int
@@ -119,8 +122,8 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "robustness report, seed %d\n", r.Seed)
 	fmt.Fprintf(&b, "  operations by kind: %s\n", counts(r.OpsByKind))
 	fmt.Fprintf(&b, "  outcomes: %s\n", counts(r.OpOutcomes))
-	fmt.Fprintf(&b, "  etcd revisions: %d; watch sessions: %d; watch events checked: %d (bookmarks %d)\n",
-		r.Revisions, r.Sessions, r.WatchEvents, r.Bookmarks)
+	fmt.Fprintf(&b, "  etcd revisions: %d (deletions by TTL expiry or unacknowledged: %d); watch sessions: %d; watch events checked: %d (bookmarks %d)\n",
+		r.Revisions, r.ExpiredDeletes, r.Sessions, r.WatchEvents, r.Bookmarks)
 	fmt.Fprintf(&b, "  history records checked: %d\n", r.HistoryRecords)
 	fmt.Fprintf(&b, "  faults injected by kind: %s\n", counts(r.FaultsByKind))
 	dropped := 0
@@ -188,6 +191,15 @@ func Check(h *History) *Report {
 		}
 	}
 	c.checkAckedWrites()
+	acked := map[*Revision]bool{}
+	for _, rev := range c.ackRev {
+		acked[rev] = true
+	}
+	for i := range h.Revisions {
+		if rev := &h.Revisions[i]; rev.Type == Delete && !acked[rev] {
+			c.r.ExpiredDeletes++
+		}
+	}
 	c.checkLists()
 	for i := range h.Watchers {
 		c.checkWatcher(&h.Watchers[i])
@@ -310,6 +322,12 @@ func (c *checker) checkAckedWrites() {
 		}
 		c.ackRev[op.ID] = rev
 	}
+	putsByKey := map[string][]*Op{}
+	for _, op := range ops {
+		if op.Kind != Del {
+			putsByKey[op.Key] = append(putsByKey[op.Key], op)
+		}
+	}
 	for _, op := range ops {
 		if op.Kind != Del {
 			continue
@@ -317,8 +335,8 @@ func (c *checker) checkAckedWrites() {
 		// The delete happened after every write of the key acknowledged
 		// before it was sent.
 		var after int64
-		for _, w := range ops {
-			if w.Kind != Del && w.Key == op.Key && w.End.Before(op.Start) && w.RV > after {
+		for _, w := range putsByKey[op.Key] {
+			if w.End.Before(op.Start) && w.RV > after {
 				after = w.RV
 			}
 		}
@@ -358,18 +376,21 @@ func (c *checker) checkLists() {
 		}
 	}
 	sort.Slice(acks, func(i, j int) bool { return acks[i].end.Before(acks[j].end) })
+	// newestBy[i] is the newest of acks[:i+1].
+	newestBy := make([]*ackAt, len(acks))
+	for i := range acks {
+		newestBy[i] = &acks[i]
+		if i > 0 && newestBy[i-1].rev > acks[i].rev {
+			newestBy[i] = newestBy[i-1]
+		}
+	}
 	for _, op := range lists {
 		if !op.Consistent {
 			continue
 		}
 		var newest *ackAt
-		for i := range acks {
-			if !acks[i].end.Before(op.Start) {
-				break
-			}
-			if newest == nil || acks[i].rev > newest.rev {
-				newest = &acks[i]
-			}
+		if n := sort.Search(len(acks), func(i int) bool { return !acks[i].end.Before(op.Start) }); n > 0 {
+			newest = newestBy[n-1]
 		}
 		if newest != nil && op.RV < newest.rev {
 			c.r.add(ConsistentListFresh, fmt.Sprintf("consistent LIST at rv %d started after a write acknowledged at rv %d", op.RV, newest.rev),
