@@ -370,9 +370,14 @@ func (w *watcher) position() int64 {
 func (w *watcher) run(ctx context.Context, rng *rand.Rand) {
 	relist := true
 	var pos int64
+	// recent are resourceVersions received lately: now and then the
+	// watcher resumes from one of them instead of the last, and must get
+	// exactly what followed it again.
+	var recent []int64
 	for ctx.Err() == nil {
 		replica := rng.IntN(len(w.tr.clients))
-		relisted := false
+		relisted, rewound := false, false
+		from := pos
 		if relist {
 			op := w.tr.list(replica, w.rec.Namespace, w.rec.Selector, true, 0)
 			w.tr.keep(op)
@@ -381,18 +386,28 @@ func (w *watcher) run(ctx context.Context, rng *rand.Rand) {
 				continue
 			}
 			pos, relist, relisted = op.RV, false, len(w.rec.Sessions) > 0
+			from, recent = pos, []int64{pos}
 			w.mu.Lock()
 			w.pos = pos
 			w.mu.Unlock()
 			replica = rng.IntN(len(w.tr.clients))
+		} else if len(recent) > 1 && rng.IntN(8) == 0 {
+			if earlier := recent[rng.IntN(len(recent)-1)]; earlier < pos {
+				from, rewound = earlier, true
+			}
 		}
-		s := w.session(ctx, replica, pos, time.Duration(5+rng.IntN(11))*time.Second)
-		s.Relisted = relisted
+		s := w.session(ctx, replica, from, time.Duration(5+rng.IntN(11))*time.Second)
+		s.Relisted, s.Rewound = relisted, rewound
+		pos = from
 		w.rec.Sessions = append(w.rec.Sessions, s)
 		for _, e := range s.Events {
 			if e.Type != checker.Error && e.RV > pos {
 				pos = e.RV
+				recent = append(recent, pos)
 			}
+		}
+		if len(recent) > 50 {
+			recent = recent[len(recent)-50:]
 		}
 		w.mu.Lock()
 		w.pos = pos

@@ -486,6 +486,12 @@ func (c *checker) checkWatcher(w *Watcher) {
 	type gap struct{ from, to int64 }
 	var relistGaps []gap
 	var pos int64
+	// positions are the resourceVersions the watcher may resume from: its
+	// starts and everything it received. highWater is the newest it
+	// reached; revisions up to redeliverUpTo are delivered again after a
+	// rewind.
+	positions := map[int64]bool{}
+	var highWater, redeliverUpTo int64
 	for si := range w.Sessions {
 		s := &w.Sessions[si]
 		c.r.Sessions++
@@ -498,12 +504,19 @@ func (c *checker) checkWatcher(w *Watcher) {
 				c.r.add(WatchResumable, "relisted although the previous session did not end with 410", w.sessionHeader(si-1), header)
 			case s.Relisted:
 				relistGaps = append(relistGaps, gap{pos, s.StartRV})
+			case s.Rewound:
+				if !positions[s.StartRV] {
+					c.r.add(WatchResumable, fmt.Sprintf("rewound to rv %d, which the watcher never received", s.StartRV),
+						w.sessionHeader(si-1), header)
+				}
+				redeliverUpTo = max(redeliverUpTo, highWater)
 			case s.StartRV != pos:
 				c.r.add(WatchResumable, fmt.Sprintf("resumed from rv %d, but the last resourceVersion received was %d", s.StartRV, pos),
 					w.sessionHeader(si-1), header)
 			}
 		}
 		pos = s.StartRV
+		positions[pos] = true
 		if s.Code != 200 {
 			c.checkRefusal(header, s.Replica, s.Code, s.Reason, s.RetryAfter, s.Start, s.End, s.StartRV)
 			continue
@@ -576,12 +589,16 @@ func (c *checker) checkWatcher(w *Watcher) {
 					// Not what etcd did: the revision was not received.
 					break
 				}
-				if prevSession, dup := received[ev.RV]; dup {
+				if prevSession, dup := received[ev.RV]; dup && ev.RV > redeliverUpTo {
 					c.r.add(WatchUnique, fmt.Sprintf("rv %d received again, first in session %d", ev.RV, prevSession), append(recent, evs)...)
 				}
 				received[ev.RV] = si
 			}
 			note(evs)
+			if ev.Type != Error {
+				positions[pos] = true
+				highWater = max(highWater, pos)
+			}
 		}
 	}
 	if len(w.Sessions) == 0 {

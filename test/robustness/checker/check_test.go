@@ -207,6 +207,22 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 		},
 		want: []Property{AckedWriteInEtcd},
 	}, {
+		name: "a rewind to a resourceVersion never received",
+		break_: func(h *History) {
+			w := all(h)
+			w.Sessions = append(w.Sessions, Session{Replica: 0, StartRV: 9, Rewound: true, Start: at(600), End: at(700), Code: 200,
+				Events: []Event{{Type: Added, Key: "ns1/a", RV: 11}, {Type: Added, Key: "ns2/b", RV: 12}}})
+		},
+		want: []Property{WatchResumable},
+	}, {
+		name: "a rewound watch that skips what followed",
+		break_: func(h *History) {
+			w := all(h)
+			w.Sessions = append(w.Sessions, Session{Replica: 0, StartRV: 12, Rewound: true, Start: at(600), End: at(700), Code: 200,
+				Events: []Event{{Type: Deleted, Key: "ns2/b", RV: 14}, {Type: Added, Key: "ns1/c", RV: 15}}})
+		},
+		want: []Property{WatchNoGap},
+	}, {
 		name: "history missing a version",
 		break_: func(h *History) {
 			h.Histories[0].Records = h.Histories[0].Records[1:]
@@ -254,6 +270,9 @@ func TestExcusedFailures(t *testing.T) {
 	h.Compactions = []Compaction{{Rev: 14, At: at(180)}}
 	h.Ops[5].Code, h.Ops[5].RetryAfter, h.Ops[5].Replica = 0, "", 1
 	h.Faults = []Fault{{Kind: ReplicaKill, Replica: 1, Start: at(465), End: at(1000)}}
+	// A rewind to a bookmark received earlier gets what followed again.
+	h.Watchers[1].Sessions = append(h.Watchers[1].Sessions, Session{Replica: 0, StartRV: 13, Rewound: true, Start: at(600), End: at(700), Code: 200,
+		Events: []Event{{Type: Deleted, Key: "ns2/b", RV: 14}, {Type: Added, Key: "ns1/c", RV: 15}}})
 	if r := Check(h); !r.OK() {
 		t.Fatalf("broke %v:\n%s", r.Broken(), r)
 	}

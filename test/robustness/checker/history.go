@@ -110,8 +110,12 @@ type Session struct {
 	// Relisted: StartRV came from a LIST made after the previous session's
 	// 410, not from what the watcher had received.
 	Relisted bool
-	Start    time.Time
-	End      time.Time
+	// Rewound: StartRV is an earlier resourceVersion the watcher received
+	// (an event's or a bookmark's), not its last one; what followed it is
+	// delivered again, exactly.
+	Rewound bool
+	Start   time.Time
+	End     time.Time
 	// Code is the HTTP status of the watch request: 200, or a refusal.
 	Code       int
 	Reason     string
@@ -224,10 +228,13 @@ func (e Event) String() string {
 func (w *Watcher) sessionHeader(i int) string {
 	s := w.Sessions[i]
 	how := "resumed"
-	if i == 0 {
+	switch {
+	case i == 0:
 		how = "started"
-	} else if s.Relisted {
+	case s.Relisted:
 		how = "relisted then watched"
+	case s.Rewound:
+		how = "rewound"
 	}
 	return fmt.Sprintf("watcher %s (ns=%q selector=%v) session %d on replica %d %s from rv=%d at %s, http %d",
 		w.Name, w.Namespace, w.Selector, i, s.Replica, how, s.StartRV, s.Start.Format("15:04:05.000"), s.Code)
