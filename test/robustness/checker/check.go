@@ -80,6 +80,9 @@ type Report struct {
 	WatchEvents int // events and bookmarks checked
 	Bookmarks   int
 	Sessions    int
+	// Rewinds and Relists count the sessions that resumed from an earlier
+	// resourceVersion, and those that followed a relist after a 410.
+	Rewinds, Relists int
 	// ExpiredDeletes counts the deletions no acknowledged delete made:
 	// TTL expiries (and deletes whose answer was lost).
 	ExpiredDeletes int
@@ -122,8 +125,8 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "robustness report, seed %d\n", r.Seed)
 	fmt.Fprintf(&b, "  operations by kind: %s\n", counts(r.OpsByKind))
 	fmt.Fprintf(&b, "  outcomes: %s\n", counts(r.OpOutcomes))
-	fmt.Fprintf(&b, "  etcd revisions: %d (deletions by TTL expiry or unacknowledged: %d); watch sessions: %d; watch events checked: %d (bookmarks %d)\n",
-		r.Revisions, r.ExpiredDeletes, r.Sessions, r.WatchEvents, r.Bookmarks)
+	fmt.Fprintf(&b, "  etcd revisions: %d (deletions by TTL expiry or unacknowledged: %d); watch sessions: %d (rewound %d, after a relist %d); watch events checked: %d (bookmarks %d)\n",
+		r.Revisions, r.ExpiredDeletes, r.Sessions, r.Rewinds, r.Relists, r.WatchEvents, r.Bookmarks)
 	fmt.Fprintf(&b, "  history records checked: %d\n", r.HistoryRecords)
 	fmt.Fprintf(&b, "  faults injected by kind: %s\n", counts(r.FaultsByKind))
 	dropped := 0
@@ -495,6 +498,12 @@ func (c *checker) checkWatcher(w *Watcher) {
 	for si := range w.Sessions {
 		s := &w.Sessions[si]
 		c.r.Sessions++
+		if s.Rewound {
+			c.r.Rewinds++
+		}
+		if s.Relisted {
+			c.r.Relists++
+		}
 		c.r.OpOutcomes[fmt.Sprintf("watch %d", s.Code)]++
 		header := w.sessionHeader(si)
 		if si > 0 {
