@@ -27,8 +27,8 @@ func TestRobustness(t *testing.T) {
 	t.Logf("seed %d (again: go test ./test/robustness -run TestRobustness -v -args -seed=%d)", seed, seed)
 	rngFor := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), stream)) }
 
-	if *writersFlag < 1 || *writersFlag > 40 {
-		t.Fatalf("-writers=%d: from 1 to 40 (the seed's random streams 50 and up are the lister's, watchers' and faults')", *writersFlag)
+	if *writersFlag < 1 || *writersFlag > 100 {
+		t.Fatalf("-writers=%d: from 1 to 100", *writersFlag)
 	}
 	started := time.Now()
 	c := startCluster(t)
@@ -60,7 +60,12 @@ func TestRobustness(t *testing.T) {
 	}
 	var load sync.WaitGroup
 	for i := range *writersFlag {
-		load.Go(func() { tr.writer(trafficCtx, i, rngFor(uint64(i))) })
+		// Streams 50 and up are the lister's, watchers' and faults'.
+		stream := uint64(i)
+		if i >= 50 {
+			stream = 1000 + uint64(i)
+		}
+		load.Go(func() { tr.writer(trafficCtx, i, rngFor(stream)) })
 	}
 	load.Go(func() { tr.lister(trafficCtx, rngFor(50)) })
 	load.Go(func() { c.injectFaults(trafficCtx, rngFor(200), rec.Progress) })
