@@ -34,6 +34,11 @@ type EtcdOptions struct {
 	StartTimeout time.Duration
 	// ExtraFlags are appended; for etcd a repeated flag's last value wins.
 	ExtraFlags []string
+	// PeerProxies puts a Proxy in front of each member's peer port and
+	// advertises it as the member's peer URL, so that all raft traffic to
+	// a member goes through its proxy and a member can be partitioned from
+	// its peers (Partition).
+	PeerProxies bool
 }
 
 // Etcd is one etcd member. Its data directory, ports and flags stay the
@@ -46,14 +51,58 @@ type Etcd struct {
 	peerURL      string
 	startTimeout time.Duration
 	proc         *Process
+	// peerProxy is in front of the peer port when EtcdOptions.PeerProxies;
+	// cluster is every member, for Partition.
+	peerProxy *Proxy
+	cluster   []*Etcd
 }
 
 // ClientURL is the http://127.0.0.1:<port> URL clients (and
 // --etcd-servers) use.
 func (e *Etcd) ClientURL() string { return e.clientURL }
 
-// PeerURL is the member's http://127.0.0.1:<port> raft peer URL.
-func (e *Etcd) PeerURL() string { return e.peerURL }
+// PeerURL is the member's http://127.0.0.1:<port> raft peer URL (the
+// proxy's, with EtcdOptions.PeerProxies).
+func (e *Etcd) PeerURL() string {
+	if e.peerProxy != nil {
+		return e.peerProxy.URL()
+	}
+	return e.peerURL
+}
+
+// Partition cuts the member off from its peers, both ways, until Heal:
+// nothing reaches it through its peer proxy, and what it dialed through
+// theirs is dropped. It needs EtcdOptions.PeerProxies.
+func (e *Etcd) Partition() error {
+	if e.peerProxy == nil {
+		return fmt.Errorf("etcd %s: partitions need EtcdOptions.PeerProxies", e.name)
+	}
+	e.peerProxy.Blackhole()
+	pid := e.proc.PID()
+	for _, m := range e.cluster {
+		if m != e && pid != 0 {
+			m.peerProxy.BlackholeFrom(pid)
+		}
+	}
+	return nil
+}
+
+// Heal ends Partition.
+func (e *Etcd) Heal() {
+	for _, m := range e.cluster {
+		if m.peerProxy != nil {
+			m.peerProxy.Heal()
+		}
+	}
+}
+
+// Close closes the member's peer proxy; the process is stopped with
+// Process().Stop or Kill.
+func (e *Etcd) Close() {
+	if e.peerProxy != nil {
+		_ = e.peerProxy.Close()
+	}
+}
 
 // Name is the member name (--name).
 func (e *Etcd) Name() string { return e.name }
@@ -147,6 +196,25 @@ func tryStartEtcd(ctx context.Context, o EtcdOptions, dir string) ([]*Etcd, erro
 		}
 		initialCluster[i] = name + "=" + members[i].peerURL
 	}
+	pids := func() []int {
+		var pids []int
+		for _, m := range members {
+			if m.proc != nil {
+				pids = append(pids, m.proc.PID())
+			}
+		}
+		return pids
+	}
+	if o.PeerProxies {
+		for i, m := range members {
+			if m.peerProxy, err = NewProxy(strings.TrimPrefix(m.peerURL, "http://")); err != nil {
+				closeProxies(members)
+				return nil, err
+			}
+			m.cluster = members
+			initialCluster[i] = m.name + "=" + m.PeerURL()
+		}
+	}
 	token := fmt.Sprintf("testbed-%d-%d", os.Getpid(), time.Now().UnixNano())
 	for _, m := range members {
 		args := []string{
@@ -155,7 +223,7 @@ func tryStartEtcd(ctx context.Context, o EtcdOptions, dir string) ([]*Etcd, erro
 			"--listen-client-urls=" + m.clientURL,
 			"--advertise-client-urls=" + m.clientURL,
 			"--listen-peer-urls=" + m.peerURL,
-			"--initial-advertise-peer-urls=" + m.peerURL,
+			"--initial-advertise-peer-urls=" + m.PeerURL(),
 			"--initial-cluster=" + strings.Join(initialCluster, ","),
 			"--initial-cluster-state=new",
 			"--initial-cluster-token=" + token,
@@ -169,10 +237,17 @@ func tryStartEtcd(ctx context.Context, o EtcdOptions, dir string) ([]*Etcd, erro
 		args = append(args, o.ExtraFlags...)
 		m.proc = &Process{Name: "etcd " + m.name, Path: o.Binary, Args: args, LogPath: filepath.Join(dir, m.name+".log")}
 	}
+	if o.PeerProxies {
+		// After every m.proc is set: the proxies read them under their lock.
+		for _, m := range members {
+			m.peerProxy.IdentifyDialers(pids)
+		}
+	}
 	killAll := func() {
 		for _, m := range members {
 			_ = m.proc.Kill()
 		}
+		closeProxies(members)
 	}
 	for _, m := range members {
 		if err := m.proc.Start(); err != nil {
@@ -191,6 +266,12 @@ func tryStartEtcd(ctx context.Context, o EtcdOptions, dir string) ([]*Etcd, erro
 		return members, fmt.Errorf("%w%s", err, tails.String())
 	}
 	return members, nil
+}
+
+func closeProxies(members []*Etcd) {
+	for _, m := range members {
+		m.Close()
+	}
 }
 
 // WaitEtcdHealthy polls GET /health on every member until all are healthy

@@ -49,6 +49,13 @@ func WithEtcdFsync() EtcdOption {
 	return func(o *testbed.EtcdOptions) { o.UnsafeNoFsync = false }
 }
 
+// WithEtcdPeerProxies puts a fault-injecting proxy in front of each
+// member's peer port, so that a member can be partitioned from its peers
+// (Etcd.Partition, Etcd.Heal).
+func WithEtcdPeerProxies() EtcdOption {
+	return func(o *testbed.EtcdOptions) { o.PeerProxies = true }
+}
+
 // WithEtcdStartTimeout bounds the wait for health after start and restart
 // (default DefaultEtcdStartTimeout).
 func WithEtcdStartTimeout(d time.Duration) EtcdOption {
@@ -203,6 +210,7 @@ func startEtcdMembers(t testing.TB, size int, opts []EtcdOption) []*Etcd {
 	members := make([]*Etcd, len(started))
 	for i, m := range started {
 		members[i] = &Etcd{Etcd: m, t: t}
+		t.Cleanup(m.Close)
 		stopAtCleanup(t, m.Process())
 	}
 	return members
