@@ -5,6 +5,9 @@
 #               start private clusters from its binaries (internal/pgtest).
 #   containerd  a real container runtime (with runc) that TestImage imports and
 #               runs the image with, as kind and kubelets do.
+#   nginx, libnginx-mod-http-js
+#               the front door (deploy/door) that TestFrontDoor runs in front
+#               of kube-apiserver and event-apiserver; njs is its identity code.
 # Nothing is started or enabled here. Without them those tests fall back or
 # skip, saying so; CI must not, so hack/test.sh runs this.
 set -o errexit -o nounset -o pipefail
@@ -12,6 +15,8 @@ set -o errexit -o nounset -o pipefail
 missing=()
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || [[ -n "${POSTGRES_BIN:-}" ]] || missing+=(postgresql)
 command -v containerd >/dev/null || missing+=(containerd)
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+[[ -f /usr/lib/nginx/modules/ngx_http_js_module.so ]] || missing+=(libnginx-mod-http-js)
 [[ ${#missing[@]} -gt 0 ]] || exit 0
 
 if [[ "$(id -u)" != 0 ]]; then
@@ -28,4 +33,9 @@ if command -v pg_ctlcluster >/dev/null; then
     version="$(basename "$(dirname "${cluster}")")"
     pg_ctlcluster "${version}" main stop 2>/dev/null || true
   done
+fi
+# Debian's nginx package starts a default server on port 80 where an init
+# system runs; the tests start their own.
+if [[ -x /etc/init.d/nginx ]]; then
+  /etc/init.d/nginx stop >/dev/null 2>&1 || true
 fi
