@@ -108,6 +108,19 @@ function user(r) {
     return identity(r).user || '';
 }
 
+// credentialID is what kube-apiserver puts in the user's extra
+// authentication.kubernetes.io/credential-id for a certificate (audit logs
+// name the certificate by it): X509SHA256= and the SHA-256 of its DER.
+function credentialID(r) {
+    if (!identity(r).user) {
+        return '';
+    }
+    var pem = r.variables.ssl_client_raw_cert || '';
+    var b64 = pem.replace(/-----[A-Z ]+-----/g, '').replace(/\s+/g, '');
+    var der = Buffer.from(b64, 'base64');
+    return 'X509SHA256=' + require('crypto').createHash('sha256').update(der).digest('hex');
+}
+
 function group(n) {
     return function (r) {
         var groups = identity(r).groups || [];
@@ -116,7 +129,7 @@ function group(n) {
 }
 
 export default {
-    refusal: refusal, user: user,
+    refusal: refusal, user: user, credentialID: credentialID,
     group1: group(1), group2: group(2), group3: group(3), group4: group(4),
     group5: group(5), group6: group(6), group7: group(7), group8: group(8),
 };

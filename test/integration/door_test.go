@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -453,6 +454,8 @@ func TestFrontDoor(t *testing.T) {
 			{"/openapi/v3", false},
 			{"/api/v1/namespaces/events", false}, // the namespace called "events"
 			{"/api/v1/namespaces/door/configmaps", false},
+			{"/api/v1/watch/namespaces/door/configmaps?timeoutSeconds=1", false},
+			{"/api/v1/namespaces/door/configmaps?watch=true&timeoutSeconds=1", false},
 			{"/api/v1/namespaces/door/events-like/x", false},
 			{"/version", false},
 		} {
@@ -580,6 +583,23 @@ func TestFrontDoor(t *testing.T) {
 		sort.Strings(groups)
 		if got.Username != "carol" || strings.Join(groups, "|") != "system:authenticated|team,c|team-a|team-b" {
 			t.Errorf("carol through the door is %q in %q", got.Username, got.Groups)
+		}
+		// kube-apiserver reading the same certificate itself.
+		straight := carol.config(door, kube)
+		straight.Host = kube.URL
+		straightClient, err := kubernetes.NewForConfig(straight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct, err := straightClient.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		directGroups := append([]string(nil), direct.Status.UserInfo.Groups...)
+		sort.Strings(directGroups)
+		if direct.Status.UserInfo.Username != got.Username || strings.Join(directGroups, "|") != strings.Join(groups, "|") ||
+			!reflect.DeepEqual(direct.Status.UserInfo.Extra, got.Extra) || len(got.Extra) == 0 {
+			t.Errorf("carol straight to kube-apiserver is %+v, through the door %+v", direct.Status.UserInfo, got)
 		}
 		cert, key = issueCert(t, kube.ClientCAFile, kube.ClientCAKeyFile, "dave", "g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8", "g9")
 		dave := doorClient{name: "dave", certFile: cert, keyFile: key}
