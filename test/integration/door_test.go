@@ -3,8 +3,11 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -466,6 +469,35 @@ func TestFrontDoor(t *testing.T) {
 			upstream := door.upstreamOf(t, tc.uri)
 			if got := eventUpstreams[upstream]; got != tc.events || (!tc.events && upstream != kubeUpstream) {
 				t.Errorf("%s went to %s; want event-apiserver: %v", tc.uri, upstream, tc.events)
+			}
+		}
+	})
+
+	t.Run("upgrades pass through the door", func(t *testing.T) {
+		// A watch over WebSocket is the upgrade both servers serve with no
+		// kubelet; exec, attach and port-forward upgrade the same way.
+		for _, tc := range []struct {
+			resource string
+			create   func(name string) error
+			events   bool
+		}{
+			{"configmaps", func(name string) error {
+				_, err := c.client.CoreV1().ConfigMaps(doorNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+				return err
+			}, false},
+			{"events", func(name string) error {
+				_, err := admin.clientset(t, door, kube).CoreV1().Events(doorNamespace).Create(ctx, recorderStyleCoreEvent(doorNamespace, name), metav1.CreateOptions{})
+				return err
+			}, true},
+		} {
+			name := uniqueName("upgrade")
+			uri := fmt.Sprintf("/api/v1/namespaces/%s/%s?watch=true&fieldSelector=metadata.name%%3D%s", doorNamespace, tc.resource, name)
+			frame := webSocketWatchFirstFrame(t, door, kube, admin, uri, func() error { return tc.create(name) })
+			if !strings.Contains(frame, `"type":"ADDED"`) || !strings.Contains(frame, name) {
+				t.Errorf("%s: first WebSocket frame %q", tc.resource, frame)
+			}
+			if upstream := door.upstreamOf(t, uri); eventUpstreams[upstream] != tc.events {
+				t.Errorf("the WebSocket watch of %s went to %s", tc.resource, upstream)
 			}
 		}
 	})
@@ -965,4 +997,72 @@ func metricLines(t *testing.T, config *rest.Config, name, match string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// webSocketWatchFirstFrame opens a watch over WebSocket through the door as
+// client: an HTTP/1.1 upgrade (101 Switching Protocols), then create, then
+// the first frame's text.
+func webSocketWatchFirstFrame(t *testing.T, door *frontDoor, kube *framework.KubeAPIServer, client doorClient, uri string, create func() error) string {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(client.certFile, client.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(door.URL, "https://")
+	conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: certPool(t, kube.CAData), Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.SetDeadline(time.Now().Add(pollTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 16)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nOrigin: https://%s\r\n\r\n",
+		uri, host, base64.StdEncoding.EncodeToString(key), host)
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("WebSocket upgrade of %s through the door: %d %s", uri, resp.StatusCode, body)
+	}
+	if err := create(); err != nil {
+		t.Fatal(err)
+	}
+	// One unmasked server frame: FIN and opcode, then a 7-bit length or
+	// 126/127 and a 16/64-bit one.
+	var head [2]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		t.Fatal(err)
+	}
+	n := uint64(head[1] & 0x7f)
+	switch n {
+	case 126:
+		var ext [2]byte
+		if _, err := io.ReadFull(r, ext[:]); err != nil {
+			t.Fatal(err)
+		}
+		n = uint64(binary.BigEndian.Uint16(ext[:]))
+	case 127:
+		var ext [8]byte
+		if _, err := io.ReadFull(r, ext[:]); err != nil {
+			t.Fatal(err)
+		}
+		n = binary.BigEndian.Uint64(ext[:])
+	}
+	if n > 1<<20 {
+		t.Fatalf("WebSocket frame of %d bytes", n)
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		t.Fatal(err)
+	}
+	return string(payload)
 }
