@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -67,123 +66,38 @@ const (
 // under CI where that script has run.
 func nginxBinary(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("nginx")
+	path, err := testbed.NginxBinary()
 	if err != nil {
-		if _, statErr := os.Stat("/usr/sbin/nginx"); statErr == nil {
-			path, err = "/usr/sbin/nginx", nil
-		}
-	}
-	if err == nil {
-		_, err = os.Stat(njsModule)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("nginx with the njs module is not installed (%v): run hack/install-test-packages.sh", err)
 		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
+			t.Fatal(err)
 		}
-		t.Skip(msg)
+		t.Skip(err)
 	}
 	return path
 }
 
 // frontDoor is nginx running deploy/door/nginx.conf on a loopback port.
 type frontDoor struct {
-	URL       string
-	proc      *testbed.Process
-	accessLog string
+	*testbed.Door
 }
 
 // startFrontDoor fills deploy/door/nginx.conf as an operator would and
-// starts nginx with it.
+// starts nginx with it; it is stopped when the test ends.
 func startFrontDoor(t *testing.T, kube *framework.KubeAPIServer, replicas []*framework.Server, proxyCert, proxyKey string) *frontDoor {
 	t.Helper()
-	bin := nginxBinary(t)
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	template, err := os.ReadFile(filepath.Join(root, "deploy", "door", "nginx.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	var eventCAs []byte
-	var eventServers []string
+	var events []*testbed.Server
 	for _, r := range replicas {
-		ca, err := os.ReadFile(r.CACertFile())
-		if err != nil {
-			t.Fatal(err)
-		}
-		eventCAs = append(eventCAs, ca...)
-		eventServers = append(eventServers, fmt.Sprintf("server 127.0.0.1:%d max_fails=1 fail_timeout=10s;", r.Port))
+		events = append(events, r.Server)
 	}
-	eventCAFile := filepath.Join(dir, "event-apiserver-ca.crt")
-	if err := os.WriteFile(eventCAFile, eventCAs, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	port := framework.FreePort(t)
-	door := &frontDoor{URL: fmt.Sprintf("https://127.0.0.1:%d", port), accessLog: filepath.Join(dir, "access.log")}
-	values := map[string]string{
-		"DOOR_JS":         filepath.Join(root, "deploy", "door", "door.js"),
-		"DOOR_ACCESS_LOG": door.accessLog,
-		"DOOR_LISTEN":     fmt.Sprintf("127.0.0.1:%d", port),
-		// The door answers for the control-plane endpoint with
-		// kube-apiserver's own certificate, so kubeconfigs stay as they are.
-		"DOOR_CERT":            kube.ServingCertFile,
-		"DOOR_KEY":             kube.ServingKeyFile,
-		"CLUSTER_CLIENT_CA":    kube.ClientCAFile,
-		"FRONT_PROXY_CERT":     proxyCert,
-		"FRONT_PROXY_KEY":      proxyKey,
-		"KUBE_APISERVERS":      fmt.Sprintf("server 127.0.0.1:%d max_fails=1 fail_timeout=10s;", kube.Port),
-		"KUBE_APISERVER_NAME":  "kubernetes.default.svc",
-		"KUBE_APISERVER_CA":    kube.CAFile,
-		"EVENT_APISERVERS":     strings.Join(eventServers, " "),
-		"EVENT_APISERVER_NAME": aggregatedServiceDNS,
-		"EVENT_APISERVER_CA":   eventCAFile,
-	}
-	var missing []string
-	conf := regexp.MustCompile(`\$\{([A-Z_]+)\}`).ReplaceAllStringFunc(string(template), func(m string) string {
-		name := m[2 : len(m)-1]
-		v, ok := values[name]
-		if !ok {
-			missing = append(missing, name)
-		}
-		return v
-	})
-	if len(missing) > 0 {
-		t.Fatalf("deploy/door/nginx.conf has placeholders the test does not fill: %v", missing)
-	}
-	confFile := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	door.proc = &testbed.Process{
-		Name: "nginx", Path: bin, LogPath: filepath.Join(dir, "nginx.log"),
-		Args: []string{"-p", dir, "-c", confFile, "-e", filepath.Join(dir, "error.log"),
-			"-g", "daemon off; user root; pid " + filepath.Join(dir, "nginx.pid") + ";"},
-	}
-	if err := door.proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = door.proc.Stop() })
-	// Anonymous /readyz through the door is kube-apiserver's.
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certPool(t, kube.CAData)}}}
-	err = door.proc.Poll(pollCtx(t), pollInterval, func() error {
-		resp, err := client.Get(door.URL + "/readyz")
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz through the door: %d", resp.StatusCode)
-		}
-		return nil
+	d, err := testbed.StartDoor(context.Background(), testbed.DoorOptions{
+		Binary: nginxBinary(t), Dir: t.TempDir(), Kube: kube.KubeAPIServer, Events: events, EventsName: aggregatedServiceDNS,
+		FrontProxyCert: proxyCert, FrontProxyKey: proxyKey,
 	})
 	if err != nil {
-		errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-		t.Fatalf("nginx did not come up: %v\n%s\n%s", err, door.proc.Tail(20), errLog)
+		t.Fatal(err)
 	}
-	return door
+	t.Cleanup(func() { _ = d.Process().Stop() })
+	return &frontDoor{Door: d}
 }
 
 func certPool(t *testing.T, pem []byte) *x509.CertPool {
@@ -204,7 +118,7 @@ type doorLogLine struct {
 
 func (d *frontDoor) log(t *testing.T) []doorLogLine {
 	t.Helper()
-	data, err := os.ReadFile(d.accessLog)
+	data, err := os.ReadFile(d.AccessLog)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
@@ -244,33 +158,8 @@ func (d *frontDoor) upstreamOf(t *testing.T, uri string) string {
 // issueCert signs a client certificate with the CA in caCert/caKey.
 func issueCert(t *testing.T, caCert, caKey, cn string, orgs ...string) (string, string) {
 	t.Helper()
-	certPEM, err := os.ReadFile(caCert)
+	certFile, keyFile, err := testbed.IssueClientCert(caCert, caKey, t.TempDir(), cn, orgs...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := os.ReadFile(caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := servingcert.ParseKeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writeKeyPair(t, ca, cn, orgs)
-}
-
-func writeKeyPair(t *testing.T, ca *servingcert.KeyPair, cn string, orgs []string) (string, string) {
-	t.Helper()
-	kp, err := ca.Issue(servingcert.Leaf{CommonName: cn, Organization: orgs, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
-	if err := os.WriteFile(certFile, kp.CertPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, kp.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
@@ -417,7 +306,7 @@ func TestFrontDoor(t *testing.T) {
 	eventAPIServerRequests := func() float64 {
 		var sum float64
 		for _, r := range replicas {
-			config := admin.config(&frontDoor{URL: r.URL}, kube)
+			config := admin.config(&frontDoor{Door: &testbed.Door{URL: r.URL}}, kube)
 			config.TLSClientConfig.CAData, config.TLSClientConfig.CAFile = nil, r.CACertFile()
 			sum += metricValue(t, config, "apiserver_request_total", map[string]string{"resource": "events"})
 		}
@@ -597,7 +486,10 @@ func TestFrontDoor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cert, key := writeKeyPair(t, foreignCA, "admin", []string{"system:masters"})
+		cert, key, err := testbed.WriteClientCert(foreignCA, t.TempDir(), "admin", "system:masters")
+		if err != nil {
+			t.Fatal(err)
+		}
 		forger := doorClient{name: "foreign certificate", certFile: cert, keyFile: key}
 		if status, body := forger.rawGet(t, door, kube, "/apis/rbac.authorization.k8s.io/v1/clusterroles", nil); status != http.StatusBadRequest {
 			t.Errorf("a certificate from another CA: %d %s, want nginx's 400", status, body)
@@ -662,7 +554,7 @@ func TestFrontDoor(t *testing.T) {
 				}
 			}
 			for _, r := range replicas {
-				config := admin.config(&frontDoor{URL: r.URL}, kube)
+				config := admin.config(&frontDoor{Door: &testbed.Door{URL: r.URL}}, kube)
 				config.TLSClientConfig.CAData, config.TLSClientConfig.CAFile = nil, r.CACertFile()
 				t.Logf("%s: %s", r.URL, metricLines(t, config, "apiserver_request_total", `resource="events"`))
 			}
