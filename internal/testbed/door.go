@@ -2,17 +2,17 @@ package testbed
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/pkg/servingcert"
 )
@@ -177,9 +177,13 @@ func StartDoor(ctx context.Context, o DoorOptions) (*Door, error) {
 	if err := d.proc.Start(); err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(o.Kube.CAData)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	// With the admin token: a kube-apiserver with --authorization-mode=
+	// AlwaysAllow (the benchmark's) refuses anonymous requests.
+	client, err := httpClientFor(&rest.Config{Host: d.URL, BearerToken: o.Kube.AdminToken, TLSClientConfig: rest.TLSClientConfig{CAData: o.Kube.CAData}})
+	if err != nil {
+		_ = d.proc.Stop()
+		return nil, err
+	}
 	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
