@@ -51,7 +51,8 @@ type DoorOptions struct {
 	// is the door's, and its client CA verifies clients.
 	Kube *KubeAPIServer
 	// Events are the event-apiserver replicas (aggregated) behind it, and
-	// EventsName the name their serving certificates carry.
+	// EventsName the name their serving certificates carry. None is for
+	// WithoutEventRoutes only.
 	Events     []*Server
 	EventsName string
 	// FrontProxyCert and FrontProxyKey are the door's front-proxy client
@@ -121,6 +122,11 @@ func StartDoor(ctx context.Context, o DoorOptions) (*Door, error) {
 		}
 		eventCAs = append(eventCAs, ca...)
 		eventServers = append(eventServers, fmt.Sprintf("server 127.0.0.1:%d max_fails=1 fail_timeout=10s;", e.Port))
+	}
+	if len(eventServers) == 0 {
+		// An upstream needs a server; with no replicas (the rollback
+		// configuration, whose Event routes are gone) one that is down.
+		eventServers = append(eventServers, "server 127.0.0.1:1 down;")
 	}
 	eventCAFile := filepath.Join(o.Dir, "event-apiserver-ca.crt")
 	if err := os.WriteFile(eventCAFile, eventCAs, 0o600); err != nil {

@@ -57,22 +57,27 @@ func (o Options) deployDoor(ctx context.Context, s, dir string) (*doorDeployment
 	if err != nil {
 		return fail(err)
 	}
-	// E runs it too, idle, so that both doors are the same deployment.
-	d.events, err = testbed.StartServer(ctx, testbed.ServerOptions{
-		Binary: o.EventAPIServerBinary, Dir: filepath.Join(dir, "event-apiserver"), EtcdServers: d.etcd.ClientURL(),
-		AggregatedKubeconfig: d.kube.KubeconfigPath, EventTTL: workload.EventTTL, Profiling: true,
-		StartTimeout: serverStartTimeout,
-		ExtraArgs:    append([]string{"--self-signed-cert-dns-names=" + doorEventsName}, o.EventAPIServerArgs...),
-	})
-	if err != nil {
-		return fail(err)
+	// E has none: an idle replica would still capture every Event E's
+	// kube-apiserver writes into its history, on the same cores.
+	var events []*testbed.Server
+	if s == DoorEvents {
+		d.events, err = testbed.StartServer(ctx, testbed.ServerOptions{
+			Binary: o.EventAPIServerBinary, Dir: filepath.Join(dir, "event-apiserver"), EtcdServers: d.etcd.ClientURL(),
+			AggregatedKubeconfig: d.kube.KubeconfigPath, EventTTL: workload.EventTTL, Profiling: true,
+			StartTimeout: serverStartTimeout,
+			ExtraArgs:    append([]string{"--self-signed-cert-dns-names=" + doorEventsName}, o.EventAPIServerArgs...),
+		})
+		if err != nil {
+			return fail(err)
+		}
+		events = append(events, d.events)
 	}
 	cert, key, err := testbed.IssueClientCert(d.kube.FrontProxyCAFile, d.kube.FrontProxyCAKeyFile, filepath.Join(dir, "door-proxy"), doorProxyName)
 	if err != nil {
 		return fail(err)
 	}
 	d.door, err = testbed.StartDoor(ctx, testbed.DoorOptions{
-		Binary: nginx, Dir: filepath.Join(dir, "door"), Kube: d.kube, Events: []*testbed.Server{d.events},
+		Binary: nginx, Dir: filepath.Join(dir, "door"), Kube: d.kube, Events: events,
 		EventsName: doorEventsName, FrontProxyCert: cert, FrontProxyKey: key, WithoutEventRoutes: s == DoorKube,
 	})
 	if err != nil {
@@ -84,9 +89,9 @@ func (o Options) deployDoor(ctx context.Context, s, dir string) (*doorDeployment
 // target is the door, with kube-apiserver's admin token (which passes the
 // door unchanged); CPU is the server that answers Events and its etcd.
 func (d *doorDeployment) target(s string) workload.Target {
-	pid := d.events.Process().PID()
-	if s == DoorKube {
-		pid = d.kube.Process().PID()
+	pid := d.kube.Process().PID()
+	if d.events != nil {
+		pid = d.events.Process().PID()
 	}
 	return workload.Target{
 		Config: &rest.Config{Host: d.door.URL, BearerToken: d.kube.AdminToken,
@@ -177,13 +182,15 @@ func runDoor(ctx context.Context, o Options, s string, round int) (RunResult, er
 			return r, err
 		}
 		loaded = size
-		// event-apiserver runs behind both doors; its capture of the
-		// preload is not what describe measures (see runServer).
-		if _, _, err := workload.SettleCapture(ctx, d.direct(), []string{d.etcd.ClientURL()}, captureSettleLimit); err != nil {
-			if ctx.Err() != nil {
-				return r, ctx.Err()
+		// event-apiserver's capture of the preload is not what describe
+		// measures (see runServer).
+		if d.events != nil {
+			if _, _, err := workload.SettleCapture(ctx, d.direct(), []string{d.etcd.ClientURL()}, captureSettleLimit); err != nil {
+				if ctx.Err() != nil {
+					return r, ctx.Err()
+				}
+				klog.ErrorS(err, "History capture did not settle; measuring anyway", "server", s)
 			}
-			klog.ErrorS(err, "History capture did not settle; measuring anyway", "server", s)
 		}
 		if err := add(workload.Describe(ctx, t, workload.DescribeOptions{
 			Layout: o.Layout, Size: size, Requests: o.DescribeRequests, MaxTime: o.DescribeTime,
