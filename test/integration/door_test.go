@@ -496,7 +496,8 @@ func TestFrontDoor(t *testing.T) {
 		}
 		// Each O is one X-Remote-Group, as kube-apiserver reads the
 		// certificate itself.
-		cert, key = issueCert(t, kube.ClientCAFile, kube.ClientCAKeyFile, "carol", "team-a", "team-b", "team,c")
+		// A comma and UTF-8, which nginx's subject escapes.
+		cert, key = issueCert(t, kube.ClientCAFile, kube.ClientCAKeyFile, "carol", "team-a", "team-b", "team,c", "équipe")
 		carol := doorClient{name: "carol", certFile: cert, keyFile: key}
 		review, err := carol.clientset(t, door, kube).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err != nil {
@@ -505,7 +506,7 @@ func TestFrontDoor(t *testing.T) {
 		got := review.Status.UserInfo
 		groups := append([]string(nil), got.Groups...)
 		sort.Strings(groups)
-		if got.Username != "carol" || strings.Join(groups, "|") != "system:authenticated|team,c|team-a|team-b" {
+		if got.Username != "carol" || strings.Join(groups, "|") != "system:authenticated|team,c|team-a|team-b|équipe" {
 			t.Errorf("carol through the door is %q in %q", got.Username, got.Groups)
 		}
 		// kube-apiserver reading the same certificate itself.

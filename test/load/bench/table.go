@@ -196,7 +196,8 @@ func (r *Results) doorMarkdown(rows []Row) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\nThrough the nginx front door (deploy/door; clients on its port with kube-apiserver's admin token):\n\n")
+			b.WriteString("\nThrough the nginx front door (deploy/door; clients on its port with kube-apiserver's admin token), " +
+				"medians with the range of the rounds:\n\n")
 			for _, s := range []string{KubeDefault, DoorKube, DoorEvents} {
 				fmt.Fprintf(&b, "- **%s**: %s\n", s, Titles[s])
 			}
@@ -204,10 +205,14 @@ func (r *Results) doorMarkdown(rows []Row) string {
 			b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		}
 		cell := func(s string) string {
-			if v, ok := row.Median[s]; ok {
+			v, ok := row.Median[s]
+			if !ok {
+				return ""
+			}
+			if row.Min[s] == row.Max[s] {
 				return format(v)
 			}
-			return ""
+			return fmt.Sprintf("%s (%s–%s)", format(v), format(row.Min[s]), format(row.Max[s]))
 		}
 		ratio := func(num, den string) string {
 			n, okN := row.Median[num]
