@@ -50,8 +50,6 @@ const (
 	// certificate, added to kube-apiserver's --requestheader-allowed-names.
 	doorProxyName = "event-door"
 	doorNamespace = "door"
-	// njsModule is Debian's libnginx-mod-http-js, which nginx.conf loads.
-	njsModule = "/usr/lib/nginx/modules/ngx_http_js_module.so"
 )
 
 // The door cluster's storm budgets: small, so that one node's storm is
