@@ -18,6 +18,12 @@
 #   --events=N --rounds=N --servers=A,B,C --clients=N --duration=D ...
 #                  see `_output/bin/event-load bench --help`
 #
+# Through the front door (docs/front-door.md; needs nginx with njs):
+#   hack/bench.sh --servers=A,E,D --workloads=recorder,describe
+# D is event-apiserver and E kube-apiserver behind the same nginx door
+# (deploy/door, E without its Event routes); the table's door section sets
+# E against A (what the door costs) and D against E.
+#
 # Defaults: 3 rounds of A, B, C; stores of 1k and 10k Events; 8 clients;
 # 3s per create variant, recorder and watch; 100 selector watchers and 2
 # all-namespace watchers at 200 Events/s. Bigger: --events=100000 --rounds=5.

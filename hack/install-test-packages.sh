@@ -10,6 +10,9 @@
 #               the real-cluster tier's pod network (the CNI bridge,
 #               host-local and loopback plugins), kube-proxy's iptables mode
 #               and the node's dummy interface (internal/cluster).
+#   nginx, libnginx-mod-http-js
+#               the front door (deploy/door) that TestFrontDoor runs in front
+#               of kube-apiserver and event-apiserver; njs is its identity code.
 # Nothing is started or enabled here. Without them those tests fall back or
 # skip, saying so; CI must not, so hack/test.sh runs this.
 set -o errexit -o nounset -o pipefail
@@ -21,6 +24,8 @@ command -v containerd >/dev/null || missing+=(containerd)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)
 command -v ip >/dev/null || missing+=(iproute2)
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+[[ -f /usr/lib/nginx/modules/ngx_http_js_module.so ]] || missing+=(libnginx-mod-http-js)
 [[ ${#missing[@]} -gt 0 ]] || exit 0
 
 if [[ "$(id -u)" != 0 ]]; then
@@ -37,4 +42,9 @@ if command -v pg_ctlcluster >/dev/null; then
     version="$(basename "$(dirname "${cluster}")")"
     pg_ctlcluster "${version}" main stop 2>/dev/null || true
   done
+fi
+# Debian's nginx package starts a default server on port 80 where an init
+# system runs; the tests start their own.
+if [[ -x /etc/init.d/nginx ]]; then
+  /etc/init.d/nginx stop >/dev/null 2>&1 || true
 fi

@@ -106,15 +106,18 @@ type KubeAPIServer struct {
 
 	// ClientCAFile is --client-ca-file; AdminClientCertFile/KeyFile is a
 	// client certificate it signed for CN=admin, O=system:masters.
-	ClientCAFile                            string
+	// ClientCAKeyFile is the CA's key, for tests that sign other clients'
+	// certificates (kubelets, a front door).
+	ClientCAFile, ClientCAKeyFile           string
 	AdminClientCertFile, AdminClientKeyFile string
 
 	// FrontProxyCAFile is --requestheader-client-ca-file (kube-apiserver
 	// also publishes it in kube-system/extension-apiserver-authentication);
 	// FrontProxyClientCertFile/KeyFile (CN=front-proxy-client) are
 	// --proxy-client-cert-file/--proxy-client-key-file, presented to
-	// aggregated API servers.
-	FrontProxyCAFile                                  string
+	// aggregated API servers. FrontProxyCAKeyFile is the CA's key, for
+	// tests that sign another front proxy's certificate.
+	FrontProxyCAFile, FrontProxyCAKeyFile             string
 	FrontProxyClientCertFile, FrontProxyClientKeyFile string
 
 	// ServiceAccountKeyFile (public) and ServiceAccountSigningKeyFile
@@ -337,12 +340,14 @@ func (s *KubeAPIServer) writeCredentials() error {
 		return err
 	}
 	s.CAFile, s.CAData = filepath.Join(d, "serving-ca.crt"), servingCA.CertPEM
-	s.ClientCAFile = filepath.Join(d, "client-ca.crt")
-	s.FrontProxyCAFile = filepath.Join(d, "front-proxy-ca.crt")
+	s.ClientCAFile, s.ClientCAKeyFile = filepath.Join(d, "client-ca.crt"), filepath.Join(d, "client-ca.key")
+	s.FrontProxyCAFile, s.FrontProxyCAKeyFile = filepath.Join(d, "front-proxy-ca.crt"), filepath.Join(d, "front-proxy-ca.key")
 	for path, data := range map[string][]byte{
-		s.CAFile:           servingCA.CertPEM,
-		s.ClientCAFile:     clientCA.CertPEM,
-		s.FrontProxyCAFile: frontProxyCA.CertPEM,
+		s.CAFile:              servingCA.CertPEM,
+		s.ClientCAFile:        clientCA.CertPEM,
+		s.ClientCAKeyFile:     clientCA.KeyPEM,
+		s.FrontProxyCAFile:    frontProxyCA.CertPEM,
+		s.FrontProxyCAKeyFile: frontProxyCA.KeyPEM,
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return err

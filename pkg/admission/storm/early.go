@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	endpointsmetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
@@ -46,14 +48,38 @@ func (p *Plugin) earlyMaxBody() int64 {
 // does not decode cleanly, a namespace or apiVersion that does not match,
 // ownerReferences, which get warnings, a body that may be oversize) goes
 // on to the handler, which decides as it always has.
+//
+// The handler's instrumentation never sees an early refusal, so it counts
+// the request itself in apiserver_request_total (and the latency and size
+// metrics that go with it), as the handler counts a refusal in admission:
+// the count of Event requests is the count clients sent, which is what a
+// front door's operator compares.
 func (p *Plugin) WithEarlyRefusal(h http.Handler, codecs runtime.NegotiatedSerializer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
 		if gv, err := p.refuseEarly(req, codecs); err != nil {
-			responsewriters.ErrorNegotiated(err, codecs, gv, w, req)
+			counted := &countingWriter{ResponseWriter: w}
+			responsewriters.ErrorNegotiated(err, codecs, gv, counted, req)
+			info, _ := request.RequestInfoFrom(req.Context())
+			endpointsmetrics.MonitorRequest(req, req.Method, info.APIGroup, info.APIVersion, info.Resource, info.Subresource,
+				endpointsmetrics.CleanScope(info), endpointsmetrics.APIServerComponent, false, "",
+				http.StatusTooManyRequests, counted.n, time.Since(start))
 			return
 		}
 		h.ServeHTTP(w, req)
 	})
+}
+
+// countingWriter counts the bytes of a response, for its size metric.
+type countingWriter struct {
+	http.ResponseWriter
+	n int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += n
+	return n, err
 }
 
 // refuseEarly returns the group version to answer in and the 429 for req,

@@ -14,7 +14,9 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	endpointsmetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	convcorev1 "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
@@ -61,6 +63,7 @@ func earlyRequest(t *testing.T, e *core.Event, contentType, query string, body [
 // admission plugin gives; anything the handler would answer otherwise, and
 // writes within budget, reach it with their body intact.
 func TestEarlyRefusal(t *testing.T) {
+	endpointsmetrics.Register()
 	p := New(Config{Create: limitOf(0.001, 1), MaxReporters: 100})
 	handlerCalls := 0
 	var current *core.Event
@@ -113,9 +116,15 @@ func TestEarlyRefusal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			current = tc.event
 			calls := handlerCalls
+			counted := requestsCounted(t)
 			req := earlyRequest(t, tc.event, tc.contentType, tc.query, tc.body)
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
+			// The handler stands in for the API handler without its
+			// instrumentation: only early answers count here.
+			if got, want := requestsCounted(t)-counted, map[bool]float64{true: 1}[tc.wantEarly]; got != want {
+				t.Errorf("apiserver_request_total{code=\"429\",resource=\"events\",verb=\"POST\"} grew by %g, want %g", got, want)
+			}
 			if w.Code != tc.wantCode {
 				t.Fatalf("code %d, want %d: %s", w.Code, tc.wantCode, w.Body.String())
 			}
@@ -146,4 +155,32 @@ func TestEarlyRefusal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requestsCounted is apiserver_request_total for refused Event creates.
+func requestsCounted(t *testing.T) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"code": "429", "resource": "events", "verb": "POST", "scope": "resource", "version": "v1", "component": "apiserver"}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != "apiserver_request_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			matched := 0
+			for _, l := range m.GetLabel() {
+				if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+					matched++
+				}
+			}
+			if matched == len(want) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

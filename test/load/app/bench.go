@@ -78,7 +78,9 @@ func newBenchCommand() *cobra.Command {
 	fs.StringVar(&o.KubeAPIServerBinary, "kube-apiserver-binary", o.KubeAPIServerBinary, "kube-apiserver v1.36.3 (hack/build-kube.sh)")
 	fs.StringVar(&o.EventAPIServerBinary, "event-apiserver-binary", o.EventAPIServerBinary, "event-apiserver built from this checkout")
 	fs.StringSliceVar(&o.EventAPIServerArgs, "event-apiserver-args", o.EventAPIServerArgs, "extra event-apiserver flags (default: its write limits off, as kube-apiserver has none)")
-	fs.StringVar(&o.servers, "servers", o.servers, "servers to compare, in round order: A (kube-apiserver default), B (kube-apiserver, Events watch cache on), C (event-apiserver)")
+	fs.StringVar(&o.servers, "servers", o.servers, "servers to compare, in round order: A (kube-apiserver default), B (kube-apiserver, Events watch cache on), C (event-apiserver), "+
+		"D (event-apiserver behind the nginx front door, deploy/door), E (kube-apiserver behind the same door, Event routes removed); "+
+		"D and E run create, recorder, watch and describe only, and need nginx with njs")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds of every server; the table shows medians")
 	fs.IntVar(&o.events, "events", o.events, "largest preloaded store: describe runs at 1000, 10000, ... up to it; memory and startup at it")
 	fs.IntSliceVar(&o.sizes, "sizes", nil, "store sizes for describe instead of the decades up to --events (the last: memory, startup)")
@@ -118,7 +120,7 @@ func (o *benchOptions) run() error {
 	for _, s := range strings.Split(o.servers, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			if _, ok := bench.Titles[s]; !ok {
-				return fmt.Errorf("--servers: unknown server %q (want A, B or C)", s)
+				return fmt.Errorf("--servers: unknown server %q (want A, B, C, D or E)", s)
 			}
 			o.Servers = append(o.Servers, s)
 		}

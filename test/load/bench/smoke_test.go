@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,5 +126,62 @@ func TestEtcdProgressNotifyIntervalIsTheServers(t *testing.T) {
 	if etcdProgressNotifyInterval != etcd.DefaultProgressNotifyInterval {
 		t.Fatalf("benchmark etcds run with --watch-progress-notify-interval=%v, pkg/etcd assumes %v",
 			etcdProgressNotifyInterval, etcd.DefaultProgressNotifyInterval)
+	}
+}
+
+// TestSmokeDoor runs the writing workloads and describe through the front
+// door (D and E) at tiny sizes, and checks that they did some work, saw no
+// error, and fill the table's door section.
+func TestSmokeDoor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, API servers and nginx")
+	}
+	if _, err := testbed.NginxBinary(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	kube, err := testbed.KubeBinary("kube-apiserver")
+	if errors.Is(err, testbed.ErrNotBuilt) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdBinary, err := testbed.EtcdBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{
+		EtcdBinary: etcdBinary, KubeAPIServerBinary: kube, EventAPIServerBinary: buildEventAPIServer(t),
+		EventAPIServerArgs: []string{"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0", "--event-rate-limit-global-qps=0"},
+		Servers:            []string{DoorKube, DoorEvents}, Rounds: 1, Sizes: []int{100},
+		Layout: workload.DefaultLayout, Clients: 2, Duration: 500 * time.Millisecond,
+		Workloads:        []string{WorkloadRecorder, WorkloadDescribe},
+		DescribeRequests: 3, DescribeTime: time.Second, WorkDir: t.TempDir(), EtcdUnsafeNoFsync: true,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	for _, r := range res.Runs {
+		did := map[string]int64{}
+		for _, m := range r.Measurements {
+			did[m.Workload] += m.Count
+			if m.Errors != 0 {
+				t.Errorf("%s: %s: %d errors", r.Server, m.Key(), m.Errors)
+			}
+		}
+		for _, w := range []string{"recorder", "describe"} {
+			if did[w] == 0 {
+				t.Errorf("%s: workload %s reported no operations", r.Server, w)
+			}
+		}
+	}
+	if table := res.Markdown(); !strings.Contains(table, "| E/A (the door) |") || !strings.Contains(table, "| recorder |") {
+		t.Errorf("table lacks the door section:\n%s", table)
 	}
 }

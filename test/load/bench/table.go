@@ -149,6 +149,7 @@ func (r *Results) Markdown() string {
 			row.Workload, row.Metric, unit, cell(KubeDefault), cell(KubeCached), cell(EventServer),
 			ratio(KubeDefault), ratio(KubeCached), ceilingCell, share, strings.Join(errs, "/"))
 	}
+	b.WriteString(r.doorMarkdown(rows))
 	// A server that ran out of memory or time (kube-apiserver with its cache
 	// at the largest sizes) ends its run early; say so, since its later
 	// rows are simply missing.
@@ -180,4 +181,64 @@ func format(v float64) string {
 	default:
 		return fmt.Sprintf("%.2g", v)
 	}
+}
+
+// doorMarkdown is the table of the runs through the front door, when
+// there are any: A (kube-apiserver straight), E (kube-apiserver behind the
+// door) and D (event-apiserver behind the door). E/A is what the door
+// costs; D/E is what routing Events to event-apiserver gains behind it.
+func (r *Results) doorMarkdown(rows []Row) string {
+	var b strings.Builder
+	for _, row := range rows {
+		_, d := row.Median[DoorEvents]
+		_, e := row.Median[DoorKube]
+		if !d && !e {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nThrough the nginx front door (deploy/door; clients on its port with kube-apiserver's admin token), " +
+				"medians with the range of the rounds:\n\n")
+			for _, s := range []string{KubeDefault, DoorKube, DoorEvents} {
+				fmt.Fprintf(&b, "- **%s**: %s\n", s, Titles[s])
+			}
+			b.WriteString("\n| workload | metric | unit | A | E | D | E/A (the door) | D/E | errors A/E/D |\n")
+			b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		}
+		cell := func(s string) string {
+			v, ok := row.Median[s]
+			if !ok {
+				return ""
+			}
+			if row.Min[s] == row.Max[s] {
+				return format(v)
+			}
+			return fmt.Sprintf("%s (%s–%s)", format(v), format(row.Min[s]), format(row.Max[s]))
+		}
+		ratio := func(num, den string) string {
+			n, okN := row.Median[num]
+			v, ok := row.Median[den]
+			if !okN || !ok || v == 0 || row.Better == workload.Info {
+				return ""
+			}
+			return format(n/v) + "×"
+		}
+		unit := row.Unit
+		switch row.Better {
+		case workload.Higher:
+			unit += " ↑"
+		case workload.Lower:
+			unit += " ↓"
+		}
+		errs := []string{}
+		for _, s := range []string{KubeDefault, DoorKube, DoorEvents} {
+			if _, ok := row.Median[s]; ok {
+				errs = append(errs, fmt.Sprint(row.Errors[s]))
+			} else {
+				errs = append(errs, "-")
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Workload, row.Metric, unit,
+			cell(KubeDefault), cell(DoorKube), cell(DoorEvents), ratio(DoorKube, KubeDefault), ratio(DoorEvents, DoorKube), strings.Join(errs, "/"))
+	}
+	return b.String()
 }
