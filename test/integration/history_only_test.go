@@ -112,20 +112,19 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 	regarding[eventsPod.Name] = "Synced"
 
 	// A real kube-scheduler: a pod with no node to go to gets FailedScheduling.
-	if scheduler := startKubeScheduler(t, kube); scheduler != nil {
-		// No kube-controller-manager makes it: pods need their ServiceAccount.
-		if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		unschedulable := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "unschedulable", Namespace: ns},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none"}}},
-		}
-		if _, err := c.client.CoreV1().Pods(ns).Create(ctx, unschedulable, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		regarding[unschedulable.Name] = "FailedScheduling"
+	startKubeScheduler(t, kube)
+	// No kube-controller-manager makes it: pods need their ServiceAccount.
+	if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	unschedulable := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "unschedulable", Namespace: ns},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none"}}},
+	}
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, unschedulable, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	regarding[unschedulable.Name] = "FailedScheduling"
 
 	// Every Event reaches kube-apiserver, then expires from it.
 	events := c.client.CoreV1().Events(ns)
@@ -196,17 +195,11 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 }
 
 // startKubeScheduler runs _output/bin/kube-scheduler against kube until the
-// test ends; nil, with the reason logged, when it is not built.
-func startKubeScheduler(t *testing.T, kube *framework.KubeAPIServer) *testbed.Process {
+// test ends. hack/build-kube.sh builds it with kube-apiserver, so the test is
+// skipped only where kube-apiserver would be missing too.
+func startKubeScheduler(t *testing.T, kube *framework.KubeAPIServer) {
 	t.Helper()
-	bin, err := testbed.KubeBinary("kube-scheduler")
-	if errors.Is(err, testbed.ErrNotBuilt) {
-		t.Logf("no kube-scheduler Events: %v", err)
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := framework.KubeSchedulerBinary(t)
 	dir := t.TempDir()
 	p := &testbed.Process{Name: "kube-scheduler", Path: bin, LogPath: filepath.Join(dir, "kube-scheduler.log"), Args: []string{
 		"--kubeconfig=" + kube.KubeconfigPath,
@@ -228,7 +221,6 @@ func startKubeScheduler(t *testing.T, kube *framework.KubeAPIServer) *testbed.Pr
 			t.Logf("kube-scheduler log:\n%s", p.Tail(40))
 		}
 	})
-	return p
 }
 
 // waitAPIServiceAvailable waits for the APIService's Available condition.

@@ -127,6 +127,13 @@ func KubectlBinary(t testing.TB) string {
 	return kubeBinary(t, "kubectl")
 }
 
+// KubeSchedulerBinary returns the path of _output/bin/kube-scheduler v1.36.3,
+// skipping the test when it has not been built.
+func KubeSchedulerBinary(t testing.TB) string {
+	t.Helper()
+	return kubeBinary(t, "kube-scheduler")
+}
+
 // kubeBinary returns _output/bin/<name>, skipping the test when it is missing
 // and failing it when it does not report KubeVersion (a stale build).
 func kubeBinary(t testing.TB, name string) string {
