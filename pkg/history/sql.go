@@ -77,6 +77,9 @@ func (q Query) Where(param func(value any) string) (string, error) {
 	if !q.Until.IsZero() {
 		terms = append(terms, "v.last_seen < "+param(q.Until.UnixNano()))
 	}
+	if q.Through > 0 {
+		terms = append(terms, "v.seq <= "+param(q.Through))
+	}
 	if q.After != nil {
 		terms = append(terms, "(v.last_seen, v.revision) < ("+param(q.After.LastSeen.UnixNano())+", "+param(q.After.Revision)+")")
 	}
@@ -84,4 +87,18 @@ func (q Query) Where(param func(value any) string) (string, error) {
 		return "", nil
 	}
 	return " WHERE " + strings.Join(terms, " AND "), nil
+}
+
+// Where renders the filter of a feed read for a SQL store, as Query.Where
+// does, the feed positions bounded on position (v.seq or d.seq).
+func (q ChangeQuery) Where(position string, param func(value any) string) (string, error) {
+	where, err := Query{Conditions: q.Conditions, Since: q.Since, Until: q.Until}.Where(param)
+	if err != nil {
+		return "", err
+	}
+	bounds := position + " > " + param(q.After) + " AND " + position + " <= " + param(q.Through)
+	if where == "" {
+		return " WHERE " + bounds, nil
+	}
+	return where + " AND " + bounds, nil
 }

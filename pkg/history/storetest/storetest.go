@@ -1,5 +1,7 @@
 // Package storetest is the suite every history.Store passes: idempotent
-// writes, progress, and the read order and filters of List.
+// writes, progress, the read order and filters of List, and the feed: its
+// order, ends, filters, floor, and no change committed behind a position a
+// reader has read, under concurrent writers.
 package storetest
 
 import (
@@ -16,6 +18,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("write is idempotent", func(t *testing.T) { testWriteIsIdempotent(t, open(t)) })
 	t.Run("list", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("gone", func(t *testing.T) { testGone(t, open(t)) })
+	runFeed(t, open)
 }
 
 // testGone: after a relist at revision 20 that found only b live, a (seen at
