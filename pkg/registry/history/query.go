@@ -131,32 +131,36 @@ func parseTime(value string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// continueToken is the opaque position after a page.
+// continueToken is the opaque position after a page, and the feed position
+// the list reads as of, so that every page shows the same moment.
 type continueToken struct {
 	Version  int   `json:"v"`
 	LastSeen int64 `json:"t"`
 	Revision int64 `json:"r"`
+	// Position is absent from tokens of servers before the feed: their
+	// pages read the newest state.
+	Position int64 `json:"p,omitempty"`
 }
 
-func encodeContinue(c store.Cursor) string {
-	b, _ := json.Marshal(continueToken{Version: 1, LastSeen: c.LastSeen.UnixNano(), Revision: c.Revision})
+func encodeContinue(c store.Cursor, position int64) string {
+	b, _ := json.Marshal(continueToken{Version: 1, LastSeen: c.LastSeen.UnixNano(), Revision: c.Revision, Position: position})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeContinue(token string) (*store.Cursor, error) {
+func decodeContinue(token string) (*store.Cursor, int64, error) {
 	if token == "" {
-		return nil, nil
+		return nil, 0, nil
 	}
 	bad := apierrors.NewBadRequest("invalid continue token: use the token of the previous page unchanged, or list again without it")
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(token))
 	if err != nil {
-		return nil, bad
+		return nil, 0, bad
 	}
 	var c continueToken
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil || c.Version != 1 || c.Revision <= 0 {
-		return nil, bad
+	if err := dec.Decode(&c); err != nil || c.Version != 1 || c.Revision <= 0 || c.Position < 0 {
+		return nil, 0, bad
 	}
-	return &store.Cursor{LastSeen: time.Unix(0, c.LastSeen).UTC(), Revision: c.Revision}, nil
+	return &store.Cursor{LastSeen: time.Unix(0, c.LastSeen).UTC(), Revision: c.Revision}, c.Position, nil
 }
