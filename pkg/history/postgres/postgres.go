@@ -157,13 +157,16 @@ func partitionName(d int64) string {
 
 // ensureDays makes the partitions of the days a batch touches.
 func (s *Store) ensureDays(ctx context.Context, versions []history.Version) error {
+	// A day is marked known only once its partition exists: a concurrent
+	// Write that saw it marked earlier would insert into no partition.
 	var missing []int64
+	pending := map[int64]bool{}
 	s.mu.Lock()
 	for _, v := range versions {
 		d := dayOf(v.LastSeen.UnixNano())
-		if !s.days[d] {
+		if !s.days[d] && !pending[d] {
 			missing = append(missing, d)
-			s.days[d] = true
+			pending[d] = true
 		}
 	}
 	if len(s.days) > 1000 {
@@ -182,11 +185,11 @@ func (s *Store) ensureDays(ctx context.Context, versions []history.Version) erro
 			return err
 		})
 		if err != nil {
-			s.mu.Lock()
-			delete(s.days, d)
-			s.mu.Unlock()
 			return fmt.Errorf("creating history partition %s: %w", partitionName(d), err)
 		}
+		s.mu.Lock()
+		s.days[d] = true
+		s.mu.Unlock()
 	}
 	return nil
 }
