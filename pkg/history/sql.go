@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -53,8 +54,23 @@ func (q Query) Where(param func(value any) string) (string, error) {
 				// TestHistoryQueryAtScale); the expression keeps it off.
 				column = "(" + column + " || '')"
 			}
-			part := column + op + param(c.Value)
-			if !c.Not && c.Value != "" {
+			var part string
+			if len(c.Values) == 0 {
+				part = column + op + param(c.Value)
+			} else {
+				// One IN per column: both stores answer it from the
+				// column's index, one lookup per value.
+				in := " IN ("
+				if c.Not {
+					in = " NOT IN ("
+				}
+				holders := make([]string, 0, len(c.Values))
+				for _, v := range c.Values {
+					holders = append(holders, param(v))
+				}
+				part = column + in + strings.Join(holders, ", ") + ")"
+			}
+			if !c.Not && c.Value != "" && !slices.Contains(c.Values, "") {
 				// Implied, and written out for SQLite: its planner uses a
 				// partial index (WHERE col != '') only when the query
 				// states the index's condition.

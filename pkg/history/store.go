@@ -81,10 +81,12 @@ const (
 )
 
 // Condition holds when any of Columns equals Value, or with Not, when none
-// does. Several columns express the ...OrRelated selectors.
+// does. Several columns express the ...OrRelated selectors. With Values
+// (a set-based selector's in or notin), any of Values stands for Value.
 type Condition struct {
 	Columns []Column
 	Value   string
+	Values  []string
 	Not     bool
 }
 

@@ -138,6 +138,8 @@ func testList(t *testing.T, s history.Store) {
 		{"one object", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID}, Value: "p1"}}}, []int64{5, 3, 1}},
 		{"regarding or related", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}, Value: "p1"}}}, []int64{6, 5, 3, 1}},
 		{"not", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID}, Value: "p1", Not: true}}}, []int64{6, 4, 2}},
+		{"in", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}, Value: "p1", Values: []string{"p1", "none"}}}}, []int64{6, 5, 3, 1}},
+		{"notin", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID}, Value: "p1", Values: []string{"p1", "none"}, Not: true}}}, []int64{6, 4, 2}},
 		{"window", history.Query{Since: Base.Add(2 * time.Minute), Until: Base.Add(5 * time.Minute)}, []int64{4, 3, 2}},
 		{"limit", history.Query{Limit: 2}, []int64{6, 5}},
 		{"after", history.Query{After: &history.Cursor{LastSeen: Base.Add(4 * time.Minute), Revision: 4}, Limit: 2}, []int64{3, 2}},
