@@ -27,7 +27,9 @@ import (
 //     byte for byte. Values outside that syntax keep `=`/`!=`.
 //   - cost: history answers `in` with one IN (...) on the store's column
 //     index; the watch cache evaluates it per Event of the scanned scope
-//     (namespace, or the index another requirement pins).
+//     (namespace, or the index bucket another requirement pins). One index
+//     lookup per value there, merged, is not built: a set requirement pins
+//     no bucket (eventSelector.RequiresExactMatch).
 //
 // The rewrite happens before the handler decodes the options: each set
 // requirement becomes a one-term field requirement whose label carries the
