@@ -26,10 +26,11 @@ import (
 //     kube-apiserver's own parser refuses it with kube-apiserver's own 400,
 //     byte for byte. Values outside that syntax keep `=`/`!=`.
 //   - cost: history answers `in` with one IN (...) on the store's column
-//     index; the watch cache evaluates it per Event of the scanned scope
-//     (namespace, or the index bucket another requirement pins). One index
-//     lookup per value there, merged, is not built: a set requirement pins
-//     no bucket (eventSelector.RequiresExactMatch).
+//     index; the Events registry answers an `in` over a per-object or
+//     per-name indexed field with one index lookup per value
+//     (registry/event/storage listSetByIndex). Otherwise a set requirement
+//     pins no bucket (eventSelector.RequiresExactMatch) and the watch cache
+//     matches it per Event of the scanned scope.
 //
 // The rewrite happens before the handler decodes the options: each set
 // requirement becomes a one-term field requirement whose label carries the
@@ -125,4 +126,17 @@ func ReadRequirement(r fields.Requirement) SetRequirement {
 		return SetRequirement{Field: base, Values: strings.Split(r.Value, ","), Not: true}
 	}
 	return SetRequirement{Field: r.Field, Values: []string{r.Value}, Not: r.Operator == selection.NotEquals}
+}
+
+// PerObjectIndexed reports whether an `=` on the internal label is answered
+// from a per-object or per-name index bucket (not a reporter's, which can
+// be larger than a namespace): what a set over it can be answered from, one
+// bucket per value.
+func PerObjectIndexed(label string) bool {
+	for _, index := range Matcher(labels.Everything(), fields.OneTermEqualSelector(label, "x")).IndexFields {
+		if f, ok := byLabel[index]; ok && (f.index == perObject || f.index == perName) {
+			return true
+		}
+	}
+	return false
 }

@@ -99,6 +99,11 @@ func TestSetFieldSelectors(t *testing.T) {
 		{selector: "reason in (Started,BackOff),type=Normal", want: []string{"started"}},
 		{selector: "regarding.name in (web-0,web-1),reason in (Pulled)", coreV1: "involvedObject.name in (web-0,web-1),reason in (Pulled)", want: []string{"pulled"}},
 		{selector: "type in (Warning),reason notin (Failed)", want: []string{"back-off", "unhealthy"}},
+		// Answered with one index lookup per uid (event storage's listSetByIndex).
+		{selector: "regarding.uid in (" + string(pod.UID) + ",other-uid),type=Warning", coreV1: "involvedObject.uid in (" + string(pod.UID) + ",other-uid),type=Warning",
+			want: []string{"back-off", "failed", "unhealthy"}},
+		{selector: "regardingOrRelated.uid in (other-uid," + string(pod.UID) + ")", coreV1: "involvedObjectOrRelated.uid in (other-uid," + string(pod.UID) + ")",
+			want: []string{"back-off", "failed", "pulled", "started", "unhealthy"}},
 	}
 	for _, tc := range cases {
 		core := tc.selector
