@@ -35,6 +35,8 @@ type HistoryConfig struct {
 	// Capture's Client, Store and Decoder are filled by the server.
 	Capture   capture.Config
 	Retention history.Retention
+	// Feed tunes the eventrecords watch; zero values take its defaults.
+	Feed historyregistry.FeedConfig
 }
 
 // installHistory serves history.eventapiserver.io and starts capture and
@@ -55,7 +57,7 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 	decoder := Codecs.UniversalDecoder(core.SchemeGroupVersion)
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"eventrecords": historyregistry.NewREST(c.Store, decoder),
+		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed),
 	}
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return err

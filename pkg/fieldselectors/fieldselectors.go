@@ -216,11 +216,12 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 			}
 		}
 		if err := scheme.AddFieldLabelConversionFunc(kinds[0], func(label, value string) (string, string, error) {
-			internal, ok := table[label]
+			base, set := splitSetLabel(label)
+			internal, ok := table[base]
 			if !ok {
-				return "", "", fmt.Errorf("field label not supported: %s", label)
+				return "", "", fmt.Errorf("field label not supported: %s", base)
 			}
-			return internal, value, nil
+			return internal + set, value, nil
 		}); err != nil {
 			return err
 		}

@@ -62,24 +62,25 @@ func get(set fields.Fields, event *core.Event, label string) string {
 func (s *eventSelector) Matches(set fields.Fields) bool {
 	event := eventIn(set)
 	for _, r := range s.requirements {
+		if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals && r.Operator != selection.NotEquals {
+			// Field selectors have no other operator; refuse rather than guess.
+			return false
+		}
+		req := ReadRequirement(r)
 		found := false
-		for _, label := range consults(r.Field) {
-			if get(set, event, label) == r.Value {
-				found = true
+		for _, label := range consults(req.Field) {
+			value := get(set, event, label)
+			for _, want := range req.Values {
+				if value == want {
+					found = true
+					break
+				}
+			}
+			if found {
 				break
 			}
 		}
-		switch r.Operator {
-		case selection.Equals, selection.DoubleEquals:
-			if !found {
-				return false
-			}
-		case selection.NotEquals:
-			if found {
-				return false
-			}
-		default:
-			// Field selectors have no other operator; refuse rather than guess.
+		if found == req.Not {
 			return false
 		}
 	}

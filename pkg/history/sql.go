@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -53,8 +54,23 @@ func (q Query) Where(param func(value any) string) (string, error) {
 				// TestHistoryQueryAtScale); the expression keeps it off.
 				column = "(" + column + " || '')"
 			}
-			part := column + op + param(c.Value)
-			if !c.Not && c.Value != "" {
+			var part string
+			if len(c.Values) == 0 {
+				part = column + op + param(c.Value)
+			} else {
+				// One IN per column: both stores answer it from the
+				// column's index, one lookup per value.
+				in := " IN ("
+				if c.Not {
+					in = " NOT IN ("
+				}
+				holders := make([]string, 0, len(c.Values))
+				for _, v := range c.Values {
+					holders = append(holders, param(v))
+				}
+				part = column + in + strings.Join(holders, ", ") + ")"
+			}
+			if !c.Not && c.Value != "" && !slices.Contains(c.Values, "") {
 				// Implied, and written out for SQLite: its planner uses a
 				// partial index (WHERE col != '') only when the query
 				// states the index's condition.
@@ -77,6 +93,9 @@ func (q Query) Where(param func(value any) string) (string, error) {
 	if !q.Until.IsZero() {
 		terms = append(terms, "v.last_seen < "+param(q.Until.UnixNano()))
 	}
+	if q.Through > 0 {
+		terms = append(terms, "v.seq <= "+param(q.Through))
+	}
 	if q.After != nil {
 		terms = append(terms, "(v.last_seen, v.revision) < ("+param(q.After.LastSeen.UnixNano())+", "+param(q.After.Revision)+")")
 	}
@@ -84,4 +103,18 @@ func (q Query) Where(param func(value any) string) (string, error) {
 		return "", nil
 	}
 	return " WHERE " + strings.Join(terms, " AND "), nil
+}
+
+// Where renders the filter of a feed read for a SQL store, as Query.Where
+// does, the feed positions bounded on position (v.seq or d.seq).
+func (q ChangeQuery) Where(position string, param func(value any) string) (string, error) {
+	where, err := Query{Conditions: q.Conditions, Since: q.Since, Until: q.Until}.Where(param)
+	if err != nil {
+		return "", err
+	}
+	bounds := position + " > " + param(q.After) + " AND " + position + " <= " + param(q.Through)
+	if where == "" {
+		return " WHERE " + bounds, nil
+	}
+	return where + " AND " + bounds, nil
 }

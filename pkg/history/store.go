@@ -81,10 +81,12 @@ const (
 )
 
 // Condition holds when any of Columns equals Value, or with Not, when none
-// does. Several columns express the ...OrRelated selectors.
+// does. Several columns express the ...OrRelated selectors. With Values
+// (a set-based selector's in or notin), any of Values stands for Value.
 type Condition struct {
 	Columns []Column
 	Value   string
+	Values  []string
 	Not     bool
 }
 
@@ -102,7 +104,10 @@ type Query struct {
 	Since, Until time.Time
 	// After continues a previous page.
 	After *Cursor
-	Limit int
+	// Through reads the store as of this feed position: versions and ends
+	// stored after it are left out. Zero reads all that is committed.
+	Through int64
+	Limit   int
 }
 
 // Record is a stored version with what is known of its Event's end.
@@ -111,6 +116,42 @@ type Record struct {
 	// DeletedAt is set once the Event left etcd.
 	DeletedAt       *time.Time
 	DeletedRevision int64
+	// Position is the feed position of the record's last change: its
+	// version's, or its end's once that is stored. Versions stored before
+	// the store kept a feed are at FeedOrigin.
+	Position int64
+}
+
+// FeedOrigin is the position of a store with no change in its feed yet, and
+// of every version stored before stores kept a feed.
+const FeedOrigin = 1
+
+// FeedState is where a store's feed stands.
+type FeedState struct {
+	// Position is the newest change: every change at or below it is
+	// committed and readable, from any replica.
+	Position int64
+	// Floor is the oldest position a reader may resume after: retention
+	// removed changes at or below it, so a reader behind it would miss them.
+	Floor int64
+}
+
+// Change is one entry of the feed: a version newly stored, or the end of
+// an Event (Ended), whose Record is then the Event's latest version stored
+// before the end, with DeletedAt set.
+type Change struct {
+	Record
+	Ended bool
+}
+
+// ChangeQuery reads the feed from After (exclusive) through Through
+// (inclusive, a FeedState.Position read before), in position order.
+type ChangeQuery struct {
+	After, Through int64
+	Conditions     []Condition
+	// Since and Until bound the records' LastSeen as in Query.
+	Since, Until time.Time
+	Limit        int
 }
 
 // Stats describe the store's size.
@@ -137,5 +178,9 @@ type Store interface {
 	// and returns how many rows it deleted.
 	Retain(ctx context.Context, cutoff time.Time, maxBytes int64, batchSize int) (int64, error)
 	Stats(ctx context.Context) (Stats, error)
+	// Feed returns where the feed stands.
+	Feed(ctx context.Context) (FeedState, error)
+	// Changes reads the feed; see ChangeQuery and the package doc.
+	Changes(ctx context.Context, query ChangeQuery) ([]Change, error)
 	Close() error
 }

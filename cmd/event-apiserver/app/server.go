@@ -35,6 +35,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
@@ -291,7 +292,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	buildChain := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		return buildChain(stormPlugin.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs), c)
+		// Set-based field selectors are rewritten before the handlers
+		// decode them (fieldselectors/setselector.go).
+		return buildChain(fieldselectors.WithSetSelectors(stormPlugin.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs)), c)
 	}
 
 	history, err := o.History.Config(o.DataDir, o.Etcd.StorageConfig)

@@ -65,6 +65,16 @@ CREATE TABLE IF NOT EXISTS capture_progress (
 	source text PRIMARY KEY,
 	revision bigint NOT NULL
 );
+ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;
+ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS event_versions_by_seq ON event_versions (seq) WHERE seq > 0;
+CREATE INDEX IF NOT EXISTS event_deletions_by_seq ON event_deletions (seq) WHERE seq > 0;
+CREATE TABLE IF NOT EXISTS feed_head (
+	id int PRIMARY KEY CHECK (id = 1),
+	position bigint NOT NULL,
+	floor bigint NOT NULL
+);
+INSERT INTO feed_head (id, position, floor) VALUES (1, 1, 1) ON CONFLICT (id) DO NOTHING;
 `
 
 const day = 24 * time.Hour
@@ -147,13 +157,16 @@ func partitionName(d int64) string {
 
 // ensureDays makes the partitions of the days a batch touches.
 func (s *Store) ensureDays(ctx context.Context, versions []history.Version) error {
+	// A day is marked known only once its partition exists: a concurrent
+	// Write that saw it marked earlier would insert into no partition.
 	var missing []int64
+	pending := map[int64]bool{}
 	s.mu.Lock()
 	for _, v := range versions {
 		d := dayOf(v.LastSeen.UnixNano())
-		if !s.days[d] {
+		if !s.days[d] && !pending[d] {
 			missing = append(missing, d)
-			s.days[d] = true
+			pending[d] = true
 		}
 	}
 	if len(s.days) > 1000 {
@@ -172,11 +185,11 @@ func (s *Store) ensureDays(ctx context.Context, versions []history.Version) erro
 			return err
 		})
 		if err != nil {
-			s.mu.Lock()
-			delete(s.days, d)
-			s.mu.Unlock()
 			return fmt.Errorf("creating history partition %s: %w", partitionName(d), err)
 		}
+		s.mu.Lock()
+		s.days[d] = true
+		s.mu.Unlock()
 	}
 	return nil
 }
@@ -189,35 +202,61 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 		return err
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The head's row lock, held to commit, makes every replica's
+		// batches take positions one after the other, in commit order:
+		// the feed's proof in package history's doc.
+		var position int64
+		if err := tx.QueryRow(ctx, `SELECT position FROM feed_head WHERE id = 1 FOR UPDATE`).Scan(&position); err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		for i := range batch.Versions {
 			v := &batch.Versions[i]
+			position++
 			b.Queue(`INSERT INTO event_versions (uid, revision, namespace, name,
 				regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
-				reason, type, reporting_controller, last_seen, observed_at, object)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+				reason, type, reporting_controller, last_seen, observed_at, object, seq)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 				ON CONFLICT (uid, revision, last_seen) DO NOTHING`,
 				v.UID, v.Revision, v.Namespace, v.Name, v.RegardingUID, v.RegardingName, v.RegardingNamespace,
 				v.RegardingKind, v.RelatedUID, v.RelatedName, v.Reason, v.Type, v.ReportingController,
-				v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object)
+				v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object, position)
 		}
 		for _, d := range batch.Deletions {
-			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at) VALUES ($1, $2, $3)
-				ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano())
+			position++
+			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at, seq) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano(), position)
 		}
+		gone := b.Len()
 		if g := batch.Gone; g != nil {
-			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at)
-				SELECT DISTINCT v.uid, $1::bigint, $2::bigint FROM event_versions v
+			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at, seq)
+				SELECT uid, $1::bigint, $2::bigint, $4::bigint + row_number() OVER (ORDER BY uid) FROM
+				(SELECT DISTINCT v.uid FROM event_versions v
 				WHERE v.revision <= $1 AND NOT (v.uid = ANY($3::text[]))
-				AND NOT EXISTS (SELECT 1 FROM event_deletions d WHERE d.uid = v.uid)
-				ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), g.Live)
+				AND NOT EXISTS (SELECT 1 FROM event_deletions d WHERE d.uid = v.uid)) unseen
+				ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), g.Live, position)
 		}
 		if batch.Source != "" {
 			b.Queue(`INSERT INTO capture_progress (source, revision) VALUES ($1, $2)
 				ON CONFLICT (source) DO UPDATE SET revision = GREATEST(capture_progress.revision, excluded.revision)`,
 				batch.Source, batch.Revision)
 		}
-		return tx.SendBatch(ctx, b).Close()
+		results := tx.SendBatch(ctx, b)
+		for i := 0; i < b.Len(); i++ {
+			tag, err := results.Exec()
+			if err != nil {
+				results.Close()
+				return err
+			}
+			if i == gone && batch.Gone != nil {
+				position += tag.RowsAffected()
+			}
+		}
+		if err := results.Close(); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE feed_head SET position = $1 WHERE id = 1`, position)
+		return err
 	})
 }
 
@@ -233,10 +272,20 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 	return rev, err == nil, err
 }
 
-const selectRecord = `SELECT v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
+// recordColumns are what scanRecord reads, from versions v and deletions d.
+const recordColumns = `v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
 	v.regarding_namespace, v.regarding_kind, v.related_uid, v.related_name, v.reason, v.type,
-	v.reporting_controller, v.last_seen, v.observed_at, v.object, d.revision, d.deleted_at
-	FROM event_versions v LEFT JOIN event_deletions d ON d.uid = v.uid`
+	v.reporting_controller, v.last_seen, v.observed_at, v.object, v.seq, d.revision, d.deleted_at, d.seq`
+
+// selectRecord reads versions with their Event's end, as of feed position
+// through (0: all that is committed).
+func selectRecord(through int64) string {
+	join := ""
+	if through > 0 {
+		join = fmt.Sprintf(" AND d.seq <= %d", through)
+	}
+	return `SELECT ` + recordColumns + ` FROM event_versions v LEFT JOIN event_deletions d ON d.uid = v.uid` + join
+}
 
 func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, error) {
 	if err := s.ensureSchema(ctx); err != nil {
@@ -246,7 +295,7 @@ func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, er
 	if err != nil {
 		return nil, err
 	}
-	query := selectRecord + where + ` ORDER BY v.last_seen DESC, v.revision DESC`
+	query := selectRecord(q.Through) + where + ` ORDER BY v.last_seen DESC, v.revision DESC`
 	if q.Limit > 0 {
 		args = append(args, q.Limit)
 		query += fmt.Sprintf(` LIMIT $%d`, len(args))
@@ -271,7 +320,7 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int64)
 	if err := s.ensureSchema(ctx); err != nil {
 		return history.Record{}, err
 	}
-	row := s.pool.QueryRow(ctx, selectRecord+` WHERE v.namespace = $1 AND v.name = $2 AND v.revision = $3`,
+	row := s.pool.QueryRow(ctx, selectRecord(0)+` WHERE v.namespace = $1 AND v.name = $2 AND v.revision = $3`,
 		namespace, name, revision)
 	r, err := scanRecord(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -290,25 +339,82 @@ func whereClause(q history.Query) (string, []any, error) {
 	return where, args, err
 }
 
-func scanRecord(row pgx.Row) (history.Record, error) {
+func scanRecord(row pgx.Row, extra ...any) (history.Record, error) {
 	var r history.Record
-	var lastSeen, observed int64
-	var delRev, delAt *int64
+	var lastSeen, observed, seq int64
+	var delRev, delAt, delSeq *int64
 	v := &r.Version
-	err := row.Scan(&v.UID, &v.Revision, &v.Namespace, &v.Name, &v.RegardingUID, &v.RegardingName,
+	err := row.Scan(append([]any{&v.UID, &v.Revision, &v.Namespace, &v.Name, &v.RegardingUID, &v.RegardingName,
 		&v.RegardingNamespace, &v.RegardingKind, &v.RelatedUID, &v.RelatedName, &v.Reason, &v.Type,
-		&v.ReportingController, &lastSeen, &observed, &v.Object, &delRev, &delAt)
+		&v.ReportingController, &lastSeen, &observed, &v.Object, &seq, &delRev, &delAt, &delSeq}, extra...)...)
 	if err != nil {
 		return r, err
 	}
 	v.LastSeen = time.Unix(0, lastSeen).UTC()
 	v.ObservedAt = time.Unix(0, observed).UTC()
+	r.Position = max(seq, history.FeedOrigin)
 	if delAt != nil {
 		at := time.Unix(0, *delAt).UTC()
 		r.DeletedAt = &at
 		r.DeletedRevision = *delRev
+		r.Position = max(r.Position, *delSeq)
 	}
 	return r, nil
+}
+
+func (s *Store) Feed(ctx context.Context) (history.FeedState, error) {
+	if err := s.ensureSchema(ctx); err != nil {
+		return history.FeedState{}, err
+	}
+	var f history.FeedState
+	err := s.pool.QueryRow(ctx, `SELECT position, floor FROM feed_head WHERE id = 1`).Scan(&f.Position, &f.Floor)
+	return f, err
+}
+
+// Changes reads new versions and Events' ends, each leg by its position
+// index, and merges them; see the SQLite store's Changes for the rules.
+func (s *Store) Changes(ctx context.Context, q history.ChangeQuery) ([]history.Change, error) {
+	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	var args []any
+	bind := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	versionsWhere, err := q.Where("v.seq", bind)
+	if err != nil {
+		return nil, err
+	}
+	versions := `(SELECT ` + recordColumns + `, v.seq AS position, false AS ended
+		FROM event_versions v LEFT JOIN event_deletions d ON d.uid = v.uid AND d.seq < v.seq` + versionsWhere +
+		` ORDER BY v.seq LIMIT ` + bind(limit) + `)`
+	endsWhere, err := q.Where("d.seq", bind)
+	if err != nil {
+		return nil, err
+	}
+	ends := `(SELECT ` + recordColumns + `, d.seq AS position, true AS ended
+		FROM event_deletions d CROSS JOIN LATERAL (SELECT * FROM event_versions l
+			WHERE l.uid = d.uid AND l.seq < d.seq ORDER BY l.revision DESC LIMIT 1) v` + endsWhere +
+		` ORDER BY d.seq LIMIT ` + bind(limit) + `)`
+	query := versions + ` UNION ALL ` + ends + ` ORDER BY position LIMIT ` + bind(limit)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []history.Change
+	for rows.Next() {
+		var c history.Change
+		var position int64
+		if c.Record, err = scanRecord(rows, &position, &c.Ended); err != nil {
+			return nil, err
+		}
+		c.Position = position
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // partition is one day's table.
@@ -367,8 +473,13 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, _ 
 		if !old && !big {
 			break
 		}
-		var rows int64
-		if err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s`, pgx.Identifier{p.name}.Sanitize())).Scan(&rows); err != nil {
+		var rows, newest int64
+		if err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(max(seq), 0) FROM %s`, pgx.Identifier{p.name}.Sanitize())).Scan(&rows, &newest); err != nil {
+			return deleted, err
+		}
+		// The floor first: a crash between the two leaves it too high,
+		// which costs a reader a relist, never a missed change.
+		if _, err := s.pool.Exec(ctx, `UPDATE feed_head SET floor = GREATEST(floor, $1) WHERE id = 1`, newest); err != nil {
 			return deleted, err
 		}
 		if _, err := s.pool.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %s`, pgx.Identifier{p.name}.Sanitize())); err != nil {
@@ -381,7 +492,8 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, _ 
 		total -= p.bytes
 	}
 	if !cutoff.IsZero() {
-		if _, err := s.pool.Exec(ctx, `DELETE FROM event_deletions WHERE deleted_at < $1`, cutoff.UnixNano()); err != nil {
+		if _, err := s.pool.Exec(ctx, `WITH ended AS (DELETE FROM event_deletions WHERE deleted_at < $1 RETURNING seq)
+			UPDATE feed_head SET floor = GREATEST(floor, (SELECT coalesce(max(seq), 0) FROM ended)) WHERE id = 1`, cutoff.UnixNano()); err != nil {
 			return deleted, err
 		}
 	}

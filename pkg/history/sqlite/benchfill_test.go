@@ -170,7 +170,7 @@ func verifyBenchDB(ctx context.Context, s *Store, h storetest.BenchHistory, samp
 		names = append(names, fmt.Sprintf("pod-%d", o))
 	}
 	in := func(n int) string { return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")" }
-	scan := strings.Replace(selectRecord, "FROM versions v ", "FROM versions v NOT INDEXED ", 1) +
+	scan := strings.Replace(selectRecord(0), "FROM versions v ", "FROM versions v NOT INDEXED ", 1) +
 		` WHERE v.regarding_uid IN ` + in(sample) + ` OR v.related_uid IN ` + in(sample) +
 		` OR v.regarding_name IN ` + in(sample) + ` OR v.related_name IN ` + in(sample)
 	rows, err := s.read.QueryContext(ctx, scan, append(append(append(append([]any{}, uids...), uids...), names...), names...)...)

@@ -40,7 +40,7 @@ func TestQueryPlans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+selectRecord+where+` ORDER BY v.last_seen DESC, v.revision DESC LIMIT 500`, args...)
+			rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+selectRecord(0)+where+` ORDER BY v.last_seen DESC, v.revision DESC LIMIT 500`, args...)
 			if err != nil {
 				t.Fatal(err)
 			}

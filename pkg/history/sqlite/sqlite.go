@@ -35,9 +35,9 @@ import (
 
 // schemaVersion is the file's PRAGMA user_version once schema is in place.
 // Files written before it was set (user_version 0) are migrated by migrate.
-const schemaVersion = 2
+const schemaVersion = 3
 
-// schema is version 2. A version is identified by its etcd key and mod
+// schema is version 3 (version 2 and the feed, feedSchema). A version is identified by its etcd key and mod
 // revision, (namespace, name, revision), which versions_by_name already
 // orders for Get: its uniqueness is what makes writes idempotent, so the
 // table keeps no primary key of its own (version 1 had (revision, uid), a
@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS versions (
 	reporting_controller TEXT NOT NULL,
 	last_seen INTEGER NOT NULL,
 	observed_at INTEGER NOT NULL,
-	object BLOB NOT NULL
+	object BLOB NOT NULL,
+	seq INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS versions_by_time ON versions (last_seen DESC, revision DESC);
 CREATE INDEX IF NOT EXISTS versions_by_namespace ON versions (namespace, last_seen DESC, revision DESC);
@@ -74,7 +75,8 @@ CREATE INDEX IF NOT EXISTS versions_by_related_name ON versions (related_name, l
 CREATE TABLE IF NOT EXISTS deletions (
 	uid TEXT PRIMARY KEY,
 	revision INTEGER NOT NULL,
-	deleted_at INTEGER NOT NULL
+	deleted_at INTEGER NOT NULL,
+	seq INTEGER NOT NULL DEFAULT 0
 );
 -- counters.versions is the row count of versions, kept by Write and Retain:
 -- count(*) reads the whole table, seconds at 10^7 rows.
@@ -86,6 +88,30 @@ CREATE TABLE IF NOT EXISTS progress (
 	source TEXT PRIMARY KEY,
 	revision INTEGER NOT NULL
 );
+` + feedSchema
+
+// feedSchema is what schema version 3 added: the feed's positions (seq,
+// 0 for rows stored before), their indexes (partial: rows from before
+// the feed are never read by position), an Event's versions by uid for
+// its end's latest version, and the feed's head and floor.
+const feedSchema = `
+CREATE INDEX IF NOT EXISTS versions_by_seq ON versions (seq) WHERE seq > 0;
+CREATE INDEX IF NOT EXISTS versions_by_uid ON versions (uid, revision);
+CREATE INDEX IF NOT EXISTS deletions_by_seq ON deletions (seq) WHERE seq > 0;
+CREATE TABLE IF NOT EXISTS feed (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	position INTEGER NOT NULL,
+	floor INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO feed (id, position, floor) VALUES (1, 1, 1);
+`
+
+// migrateV2 adds the feed's columns to a version 2 file; feedSchema, run
+// after it, adds the rest. Existing rows keep position 0: they are in
+// lists and a watch's initial state, never in a watch's changes.
+const migrateV2 = `
+ALTER TABLE versions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE deletions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 `
 
 // migrateV1 turns a version 1 file into version 2 in one transaction: the
@@ -206,10 +232,16 @@ func migrate(db *sql.DB) error {
 	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'versions'`).Scan(&tables); err != nil {
 		return err
 	}
-	if tables > 0 {
-		klog.InfoS("Migrating the Event history file to schema version 2: building the unique key index once", "version", 1)
+	if tables > 0 && version < 2 {
+		klog.InfoS("Migrating the Event history file to schema version 2: building the unique key index once", "version", version)
 		if _, err := tx.Exec(migrateV1); err != nil {
 			return fmt.Errorf("migrating from schema version 1: %w", err)
+		}
+	}
+	if tables > 0 {
+		klog.InfoS("Migrating the Event history file to schema version 3: the feed's columns and indexes", "version", max(version, 1))
+		if _, err := tx.Exec(migrateV2); err != nil {
+			return fmt.Errorf("migrating to schema version 3: %w", err)
 		}
 	}
 	if _, err := tx.Exec(schema); err != nil {
@@ -239,22 +271,36 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	// The transaction holds SQLite's one write lock from its start
+	// (_txlock=immediate), so positions are taken and committed in order:
+	// the feed's proof in package history's doc.
+	var position int64
+	if err := tx.QueryRowContext(ctx, `SELECT position FROM feed WHERE id = 1`).Scan(&position); err != nil {
+		return err
+	}
 	if len(batch.Versions) > 0 {
-		inserted, err := insertVersions(ctx, tx, batch.Versions)
+		inserted, err := insertVersions(ctx, tx, batch.Versions, position)
 		if err != nil {
 			return err
 		}
+		position += int64(len(batch.Versions))
 		if err := addRows(ctx, tx, inserted); err != nil {
 			return err
 		}
 	}
-	if err := insertDeletions(ctx, tx, batch.Deletions); err != nil {
+	if err := insertDeletions(ctx, tx, batch.Deletions, position); err != nil {
 		return err
 	}
+	position += int64(len(batch.Deletions))
 	if g := batch.Gone; g != nil {
-		if err := recordGone(ctx, tx, g); err != nil {
+		n, err := recordGone(ctx, tx, g, position)
+		if err != nil {
 			return err
 		}
+		position += n
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE feed SET position = ? WHERE id = 1`, position); err != nil {
+		return err
 	}
 	if batch.Source != "" {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO progress (source, revision) VALUES (?, ?)
@@ -319,23 +365,26 @@ func insertRows(ctx context.Context, tx *sql.Tx, head string, columns, n int, ro
 	return inserted, nil
 }
 
-func insertVersions(ctx context.Context, tx *sql.Tx, versions []history.Version) (int64, error) {
+// insertVersions gives the i-th version position after+i+1; a version
+// already stored keeps its own, and its new one is a gap in the feed.
+func insertVersions(ctx context.Context, tx *sql.Tx, versions []history.Version, after int64) (int64, error) {
 	return insertRows(ctx, tx, `INSERT OR IGNORE INTO versions (uid, revision, namespace, name,
 		regarding_uid, regarding_name, regarding_namespace, regarding_kind, related_uid, related_name,
-		reason, type, reporting_controller, last_seen, observed_at, object) VALUES `, 16, len(versions),
+		reason, type, reporting_controller, last_seen, observed_at, object, seq) VALUES `, 17, len(versions),
 		func(i int, args []any) []any {
 			v := &versions[i]
 			return append(args, v.UID, v.Revision, v.Namespace, v.Name,
 				v.RegardingUID, v.RegardingName, v.RegardingNamespace, v.RegardingKind, v.RelatedUID, v.RelatedName,
-				v.Reason, v.Type, v.ReportingController, v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object)
+				v.Reason, v.Type, v.ReportingController, v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object,
+				after+int64(i)+1)
 		})
 }
 
-func insertDeletions(ctx context.Context, tx *sql.Tx, deletions []history.Deletion) error {
-	_, err := insertRows(ctx, tx, `INSERT OR IGNORE INTO deletions (uid, revision, deleted_at) VALUES `, 3, len(deletions),
+func insertDeletions(ctx context.Context, tx *sql.Tx, deletions []history.Deletion, after int64) error {
+	_, err := insertRows(ctx, tx, `INSERT OR IGNORE INTO deletions (uid, revision, deleted_at, seq) VALUES `, 4, len(deletions),
 		func(i int, args []any) []any {
 			d := &deletions[i]
-			return append(args, d.UID, d.Revision, d.At.UnixNano())
+			return append(args, d.UID, d.Revision, d.At.UnixNano(), after+int64(i)+1)
 		})
 	return err
 }
@@ -352,23 +401,29 @@ func addRows(ctx context.Context, db execer, n int64) error {
 	return err
 }
 
-func recordGone(ctx context.Context, tx *sql.Tx, g *history.Gone) error {
+// recordGone stores the unseen deletions at positions after+1... and
+// returns how many it stored.
+func recordGone(ctx context.Context, tx *sql.Tx, g *history.Gone, after int64) (int64, error) {
 	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS live (uid TEXT PRIMARY KEY)`); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM live`); err != nil {
-		return err
+		return 0, err
 	}
 	for _, uid := range g.Live {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO live (uid) VALUES (?)`, uid); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at)
-		SELECT DISTINCT v.uid, ?, ? FROM versions v
-		WHERE v.revision <= ? AND v.uid NOT IN (SELECT uid FROM live) AND v.uid NOT IN (SELECT uid FROM deletions)
-		ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), g.Revision)
-	return err
+	// "WHERE true" keeps the upsert clause from being read as the join's ON.
+	res, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at, seq)
+		SELECT uid, ?, ?, ? + row_number() OVER (ORDER BY uid) FROM (SELECT DISTINCT v.uid FROM versions v
+		WHERE v.revision <= ? AND v.uid NOT IN (SELECT uid FROM live) AND v.uid NOT IN (SELECT uid FROM deletions)) WHERE true
+		ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), after, g.Revision)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error) {
@@ -380,17 +435,27 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 	return rev, err == nil, err
 }
 
-const selectRecord = `SELECT v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
+// recordColumns are what scanRecord reads, from versions v and deletions d.
+const recordColumns = `v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
 	v.regarding_namespace, v.regarding_kind, v.related_uid, v.related_name, v.reason, v.type,
-	v.reporting_controller, v.last_seen, v.observed_at, v.object, d.revision, d.deleted_at
-	FROM versions v LEFT JOIN deletions d ON d.uid = v.uid`
+	v.reporting_controller, v.last_seen, v.observed_at, v.object, v.seq, d.revision, d.deleted_at, d.seq`
+
+// selectRecord reads versions with their Event's end, as of feed position
+// through (0: all that is committed).
+func selectRecord(through int64) string {
+	join := ""
+	if through > 0 {
+		join = fmt.Sprintf(" AND d.seq <= %d", through)
+	}
+	return `SELECT ` + recordColumns + ` FROM versions v LEFT JOIN deletions d ON d.uid = v.uid` + join
+}
 
 func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, error) {
 	where, args, err := whereClause(q)
 	if err != nil {
 		return nil, err
 	}
-	query := selectRecord + where + ` ORDER BY v.last_seen DESC, v.revision DESC`
+	query := selectRecord(q.Through) + where + ` ORDER BY v.last_seen DESC, v.revision DESC`
 	if q.Limit > 0 {
 		query += ` LIMIT ?`
 		args = append(args, q.Limit)
@@ -412,7 +477,7 @@ func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, er
 }
 
 func (s *Store) Get(ctx context.Context, namespace, name string, revision int64) (history.Record, error) {
-	row := s.read.QueryRowContext(ctx, selectRecord+` WHERE v.namespace = ? AND v.name = ? AND v.revision = ?`,
+	row := s.read.QueryRowContext(ctx, selectRecord(0)+` WHERE v.namespace = ? AND v.name = ? AND v.revision = ?`,
 		namespace, name, revision)
 	r, err := scanRecord(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -435,25 +500,78 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-func scanRecord(row scanner) (history.Record, error) {
+func scanRecord(row scanner, extra ...any) (history.Record, error) {
 	var r history.Record
-	var lastSeen, observed int64
-	var delRev, delAt sql.NullInt64
+	var lastSeen, observed, seq int64
+	var delRev, delAt, delSeq sql.NullInt64
 	v := &r.Version
-	err := row.Scan(&v.UID, &v.Revision, &v.Namespace, &v.Name, &v.RegardingUID, &v.RegardingName,
+	err := row.Scan(append([]any{&v.UID, &v.Revision, &v.Namespace, &v.Name, &v.RegardingUID, &v.RegardingName,
 		&v.RegardingNamespace, &v.RegardingKind, &v.RelatedUID, &v.RelatedName, &v.Reason, &v.Type,
-		&v.ReportingController, &lastSeen, &observed, &v.Object, &delRev, &delAt)
+		&v.ReportingController, &lastSeen, &observed, &v.Object, &seq, &delRev, &delAt, &delSeq}, extra...)...)
 	if err != nil {
 		return r, err
 	}
 	v.LastSeen = time.Unix(0, lastSeen).UTC()
 	v.ObservedAt = time.Unix(0, observed).UTC()
+	r.Position = max(seq, history.FeedOrigin)
 	if delAt.Valid {
 		at := time.Unix(0, delAt.Int64).UTC()
 		r.DeletedAt = &at
 		r.DeletedRevision = delRev.Int64
+		r.Position = max(r.Position, delSeq.Int64)
 	}
 	return r, nil
+}
+
+func (s *Store) Feed(ctx context.Context) (history.FeedState, error) {
+	var f history.FeedState
+	err := s.read.QueryRowContext(ctx, `SELECT position, floor FROM feed WHERE id = 1`).Scan(&f.Position, &f.Floor)
+	return f, err
+}
+
+// Changes reads new versions and Events' ends, each leg by its position
+// index, and merges them. A version's end shows on it only when the end
+// came first (it is then delivered once, as part of the version); a later
+// end is its own change, on the latest version stored before it.
+func (s *Store) Changes(ctx context.Context, q history.ChangeQuery) ([]history.Change, error) {
+	var args []any
+	bind := func(v any) string { args = append(args, v); return "?" }
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	versionsWhere, err := q.Where("v.seq", bind)
+	if err != nil {
+		return nil, err
+	}
+	versions := `SELECT * FROM (SELECT ` + recordColumns + `, v.seq AS position, 0 AS ended
+		FROM versions v LEFT JOIN deletions d ON d.uid = v.uid AND d.seq < v.seq` + versionsWhere +
+		` ORDER BY v.seq LIMIT ` + bind(limit) + `)`
+	endsWhere, err := q.Where("d.seq", bind)
+	if err != nil {
+		return nil, err
+	}
+	ends := `SELECT * FROM (SELECT ` + recordColumns + `, d.seq AS position, 1 AS ended
+		FROM deletions d JOIN versions v ON v.rowid = (SELECT l.rowid FROM versions l
+			WHERE l.uid = d.uid AND l.seq < d.seq ORDER BY l.revision DESC LIMIT 1)` + endsWhere +
+		` ORDER BY d.seq LIMIT ` + bind(limit) + `)`
+	query := versions + ` UNION ALL ` + ends + ` ORDER BY position LIMIT ` + bind(limit)
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []history.Change
+	for rows.Next() {
+		var c history.Change
+		var position, ended int64
+		if c.Record, err = scanRecord(rows, &position, &ended); err != nil {
+			return nil, err
+		}
+		c.Position, c.Ended = position, ended == 1
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // Retain deletes in rowid order, the order capture inserted versions in,
@@ -470,8 +588,8 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, ba
 	// kept by the filter stays at the head of the next batch: the window
 	// moves on only by what was deleted, so a pass ends once a whole window
 	// is young.
-	byAge := `DELETE FROM versions WHERE rowid IN (SELECT rowid FROM
-		(SELECT rowid, observed_at FROM versions ORDER BY rowid LIMIT ?) WHERE observed_at < ?)`
+	byAge := `SELECT rowid FROM
+		(SELECT rowid, observed_at FROM versions ORDER BY rowid LIMIT ?) WHERE observed_at < ?`
 	for !cutoff.IsZero() && ctx.Err() == nil {
 		n, err := s.deleteOldest(ctx, byAge, batchSize, cutoff.UnixNano())
 		if err != nil {
@@ -482,7 +600,7 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, ba
 			break
 		}
 	}
-	bySize := `DELETE FROM versions WHERE rowid IN (SELECT rowid FROM versions ORDER BY rowid LIMIT ?)`
+	bySize := `SELECT rowid FROM versions ORDER BY rowid LIMIT ?`
 	for maxBytes > 0 && ctx.Err() == nil {
 		stats, err := s.Stats(ctx)
 		if err != nil {
@@ -501,28 +619,50 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, ba
 		}
 	}
 	if deleted > 0 {
-		// A version is observed before its Event's deletion, so a deletion
-		// older than every remaining version belongs to no remaining row.
-		// The oldest rows by rowid stand for every row: a few thousand
-		// rather than a scan of the table.
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM deletions WHERE deleted_at <
-			(SELECT coalesce(min(observed_at), 9223372036854775807) FROM
-				(SELECT observed_at FROM versions ORDER BY rowid LIMIT ?))`, batchSize); err != nil {
+		if err := s.deleteEnds(ctx, batchSize); err != nil {
 			return deleted, err
 		}
 	}
 	return deleted, ctx.Err()
 }
 
-// deleteOldest runs one of Retain's DELETEs in its own transaction, so that
-// capture's writes wait for one batch at most.
-func (s *Store) deleteOldest(ctx context.Context, query string, args ...any) (int64, error) {
+// deleteEnds deletes the ends older than every remaining version, raising
+// the feed's floor past them.
+func (s *Store) deleteEnds(ctx context.Context, batchSize int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	// A version is observed before its Event's deletion, so a deletion
+	// older than every remaining version belongs to no remaining row.
+	// The oldest rows by rowid stand for every row: a few thousand
+	// rather than a scan of the table.
+	old := `FROM deletions WHERE deleted_at < (SELECT coalesce(min(observed_at), 9223372036854775807) FROM
+		(SELECT observed_at FROM versions ORDER BY rowid LIMIT ?))`
+	if _, err := tx.ExecContext(ctx, `UPDATE feed SET floor = max(floor, coalesce((SELECT max(seq) `+old+`), 0)) WHERE id = 1`, batchSize); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE `+old, batchSize); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// deleteOldest deletes the versions victims selects in its own transaction,
+// so that capture's writes wait for one batch at most, and raises the
+// feed's floor to the newest position it deletes: a reader behind it would
+// miss that change.
+func (s *Store) deleteOldest(ctx context.Context, victims string, args ...any) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	res, err := tx.ExecContext(ctx, query, args...)
+	if _, err := tx.ExecContext(ctx, `UPDATE feed SET floor = max(floor, coalesce((SELECT max(seq) FROM versions WHERE rowid IN (`+victims+`)), 0)) WHERE id = 1`, args...); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM versions WHERE rowid IN (`+victims+`)`, args...)
 	if err != nil {
 		return 0, err
 	}

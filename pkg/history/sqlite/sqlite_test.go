@@ -151,8 +151,9 @@ func TestWriteMany(t *testing.T) {
 }
 
 // TestMigrateV1: a file written by schema version 1 (no user_version, a
-// primary key on (revision, uid), versions_by_name and versions_by_observed)
-// opens with its rows, takes writes idempotently and says version 2; a file
+// primary key on (revision, uid), versions_by_name and versions_by_observed,
+// no feed) opens with its rows, at the feed's origin, takes writes
+// idempotently, feeds the new ones and says the current version; a file
 // from a newer schema is refused.
 func TestMigrateV1(t *testing.T) {
 	ctx := context.Background()
@@ -161,7 +162,8 @@ func TestMigrateV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := strings.Replace(schema, "\tobject BLOB NOT NULL\n);", "\tobject BLOB NOT NULL,\n\tPRIMARY KEY (revision, uid)\n);", 1)
+	v1 := strings.ReplaceAll(strings.TrimSuffix(schema, feedSchema), ",\n\tseq INTEGER NOT NULL DEFAULT 0\n);", "\n);")
+	v1 = strings.Replace(v1, "\tobject BLOB NOT NULL\n);", "\tobject BLOB NOT NULL,\n\tPRIMARY KEY (revision, uid)\n);", 1)
 	v1 = strings.Replace(v1, "CREATE UNIQUE INDEX IF NOT EXISTS versions_by_key", "CREATE INDEX IF NOT EXISTS versions_by_name", 1)
 	v1 += "CREATE INDEX IF NOT EXISTS versions_by_observed ON versions (observed_at);"
 	if _, err := old.Exec(v1); err != nil {
@@ -188,8 +190,16 @@ func TestMigrateV1(t *testing.T) {
 	if st, err := s.Stats(ctx); err != nil || st.Rows != 2 {
 		t.Fatalf("rows = %d (%v), want 2", st.Rows, err)
 	}
-	if got, err := s.List(ctx, history.Query{}); err != nil || len(got) != 2 {
+	got, err := s.List(ctx, history.Query{})
+	if err != nil || len(got) != 2 {
 		t.Fatalf("listed %d (%v), want 2", len(got), err)
+	}
+	// b is new: in the feed. a was stored before it: at the origin.
+	if got[0].UID != "b" || got[0].Position <= history.FeedOrigin || got[1].Position != history.FeedOrigin {
+		t.Errorf("positions after migration: %s at %d, %s at %d", got[0].UID, got[0].Position, got[1].UID, got[1].Position)
+	}
+	if changes, err := s.Changes(ctx, history.ChangeQuery{After: history.FeedOrigin, Through: got[0].Position}); err != nil || len(changes) != 1 || changes[0].UID != "b" {
+		t.Errorf("feed after migration: %v (%v), want b only", changes, err)
 	}
 	var version int
 	var indexes string
@@ -206,14 +216,14 @@ func TestMigrateV1(t *testing.T) {
 	if have["versions_by_observed"] || have["versions_by_name"] || !have["versions_by_key"] {
 		t.Errorf("indexes after migration: %s", indexes)
 	}
-	if _, err := s.db.Exec(`PRAGMA user_version = 3`); err != nil {
+	if _, err := s.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion+1)); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	if s, err := Open(path); err == nil {
 		s.Close()
-		t.Fatal("a file of schema version 3 opened")
-	} else if !strings.Contains(err.Error(), "schema version 3") {
+		t.Fatal("a file of a newer schema version opened")
+	} else if !strings.Contains(err.Error(), fmt.Sprintf("schema version %d", schemaVersion+1)) {
 		t.Errorf("refusal says %q", err)
 	}
 }

@@ -1,5 +1,7 @@
 // Package storetest is the suite every history.Store passes: idempotent
-// writes, progress, and the read order and filters of List.
+// writes, progress, the read order and filters of List, and the feed: its
+// order, ends, filters, floor, and no change committed behind a position a
+// reader has read, under concurrent writers.
 package storetest
 
 import (
@@ -16,6 +18,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("write is idempotent", func(t *testing.T) { testWriteIsIdempotent(t, open(t)) })
 	t.Run("list", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("gone", func(t *testing.T) { testGone(t, open(t)) })
+	runFeed(t, open)
 }
 
 // testGone: after a relist at revision 20 that found only b live, a (seen at
@@ -135,6 +138,8 @@ func testList(t *testing.T, s history.Store) {
 		{"one object", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID}, Value: "p1"}}}, []int64{5, 3, 1}},
 		{"regarding or related", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}, Value: "p1"}}}, []int64{6, 5, 3, 1}},
 		{"not", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID}, Value: "p1", Not: true}}}, []int64{6, 4, 2}},
+		{"in", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}, Value: "p1", Values: []string{"p1", "none"}}}}, []int64{6, 5, 3, 1}},
+		{"notin", history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID}, Value: "p1", Values: []string{"p1", "none"}, Not: true}}}, []int64{6, 4, 2}},
 		{"window", history.Query{Since: Base.Add(2 * time.Minute), Until: Base.Add(5 * time.Minute)}, []int64{4, 3, 2}},
 		{"limit", history.Query{Limit: 2}, []int64{6, 5}},
 		{"after", history.Query{After: &history.Cursor{LastSeen: Base.Add(4 * time.Minute), Revision: 4}, Limit: 2}, []int64{3, 2}},

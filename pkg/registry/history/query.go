@@ -29,12 +29,12 @@ const (
 func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 	return scheme.AddFieldLabelConversionFunc(v1alpha1.SchemeGroupVersion.WithKind("EventRecord"),
 		func(label, value string) (string, string, error) {
-			if label == labelSince || label == labelUntil {
+			if base := fieldselectors.FieldLabel(label); base == labelSince || base == labelUntil {
 				return label, value, nil
 			}
 			internal, ok := fieldselectors.EventsV1Label(label)
 			if !ok {
-				return "", "", fmt.Errorf("field label not supported: %s", label)
+				return "", "", fmt.Errorf("field label not supported: %s", fieldselectors.FieldLabel(label))
 			}
 			return internal, value, nil
 		})
@@ -70,11 +70,12 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 	if selector == nil {
 		return p, nil
 	}
-	var rest []fields.Selector
+	var rest []fields.Requirement
 	for _, r := range selector.Requirements() {
-		if r.Field == labelSince || r.Field == labelUntil {
-			if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
-				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s%s%s", r.Field, r.Field, r.Operator, r.Value))
+		req := fieldselectors.ReadRequirement(r)
+		if req.Field == labelSince || req.Field == labelUntil {
+			if r.Field != req.Field || (r.Operator != selection.Equals && r.Operator != selection.DoubleEquals) {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s", req.Field, selector.String()))
 			}
 			t, err := parseTime(r.Value, now)
 			if err != nil {
@@ -87,14 +88,9 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 			}
 			continue
 		}
-		not := r.Operator == selection.NotEquals
-		if not {
-			rest = append(rest, fields.OneTermNotEqualSelector(r.Field, r.Value))
-		} else {
-			rest = append(rest, fields.OneTermEqualSelector(r.Field, r.Value))
-		}
+		rest = append(rest, r)
 		var cols []store.Column
-		for _, plain := range fieldselectors.PlainFields(r.Field) {
+		for _, plain := range fieldselectors.PlainFields(req.Field) {
 			col, ok := columns[plain]
 			if !ok {
 				cols = nil
@@ -102,16 +98,29 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 			}
 			cols = append(cols, col)
 		}
-		if len(cols) > 0 {
-			p.query.Conditions = append(p.query.Conditions, store.Condition{Columns: cols, Value: r.Value, Not: not})
+		if len(cols) == 0 {
+			continue
 		}
+		condition := store.Condition{Columns: cols, Value: req.Values[0], Not: req.Not}
+		if r.Field != req.Field {
+			condition.Values = req.Values
+		}
+		p.query.Conditions = append(p.query.Conditions, condition)
 	}
 	if !p.query.Since.IsZero() && !p.query.Until.IsZero() && !p.query.Since.Before(p.query.Until) {
 		return p, apierrors.NewBadRequest(fmt.Sprintf("field selector since (%s) must be before until (%s)",
 			p.query.Since.Format(time.RFC3339), p.query.Until.Format(time.RFC3339)))
 	}
 	if len(rest) > 0 {
-		p.field = fields.AndSelectors(rest...)
+		terms := make([]fields.Selector, 0, len(rest))
+		for _, r := range rest {
+			if r.Operator == selection.NotEquals {
+				terms = append(terms, fields.OneTermNotEqualSelector(r.Field, r.Value))
+			} else {
+				terms = append(terms, fields.OneTermEqualSelector(r.Field, r.Value))
+			}
+		}
+		p.field = fields.AndSelectors(terms...)
 	}
 	return p, nil
 }
@@ -131,32 +140,36 @@ func parseTime(value string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// continueToken is the opaque position after a page.
+// continueToken is the opaque position after a page, and the feed position
+// the list reads as of, so that every page shows the same moment.
 type continueToken struct {
 	Version  int   `json:"v"`
 	LastSeen int64 `json:"t"`
 	Revision int64 `json:"r"`
+	// Position is absent from tokens of servers before the feed: their
+	// pages read the newest state.
+	Position int64 `json:"p,omitempty"`
 }
 
-func encodeContinue(c store.Cursor) string {
-	b, _ := json.Marshal(continueToken{Version: 1, LastSeen: c.LastSeen.UnixNano(), Revision: c.Revision})
+func encodeContinue(c store.Cursor, position int64) string {
+	b, _ := json.Marshal(continueToken{Version: 1, LastSeen: c.LastSeen.UnixNano(), Revision: c.Revision, Position: position})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeContinue(token string) (*store.Cursor, error) {
+func decodeContinue(token string) (*store.Cursor, int64, error) {
 	if token == "" {
-		return nil, nil
+		return nil, 0, nil
 	}
 	bad := apierrors.NewBadRequest("invalid continue token: use the token of the previous page unchanged, or list again without it")
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(token))
 	if err != nil {
-		return nil, bad
+		return nil, 0, bad
 	}
 	var c continueToken
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil || c.Version != 1 || c.Revision <= 0 {
-		return nil, bad
+	if err := dec.Decode(&c); err != nil || c.Version != 1 || c.Revision <= 0 || c.Position < 0 {
+		return nil, 0, bad
 	}
-	return &store.Cursor{LastSeen: time.Unix(0, c.LastSeen).UTC(), Revision: c.Revision}, nil
+	return &store.Cursor{LastSeen: time.Unix(0, c.LastSeen).UTC(), Revision: c.Revision}, c.Position, nil
 }

@@ -72,9 +72,13 @@ func TestParseFieldSelector(t *testing.T) {
 
 func TestContinueToken(t *testing.T) {
 	cursor := store.Cursor{LastSeen: time.Unix(1700000000, 5).UTC(), Revision: 42}
-	got, err := decodeContinue(encodeContinue(cursor))
-	if err != nil || got == nil || *got != cursor {
-		t.Fatalf("round trip: %v, %v", got, err)
+	got, position, err := decodeContinue(encodeContinue(cursor, 7))
+	if err != nil || got == nil || *got != cursor || position != 7 {
+		t.Fatalf("round trip: %v at %d, %v", got, position, err)
+	}
+	// A token from before the feed reads the newest state.
+	if _, position, err := decodeContinue("eyJ2IjoxLCJ0IjoxLCJyIjoxfQ"); err != nil || position != 0 {
+		t.Fatalf("a token without a position: %d, %v", position, err)
 	}
 	for name, token := range map[string]string{
 		"not base64":     "%%%",
@@ -83,7 +87,7 @@ func TestContinueToken(t *testing.T) {
 		"no revision":    "eyJ2IjoxLCJ0IjoxfQ",
 		"unknown fields": "eyJ2IjoxLCJ0IjoxLCJyIjoxLCJ4IjoxfQ",
 	} {
-		if _, err := decodeContinue(token); !apierrors.IsBadRequest(err) {
+		if _, _, err := decodeContinue(token); !apierrors.IsBadRequest(err) {
 			t.Errorf("%s: err = %v, want a BadRequest", name, err)
 		}
 	}

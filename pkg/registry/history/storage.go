@@ -1,6 +1,9 @@
 // Package history serves history.eventapiserver.io/v1alpha1 EventRecords,
-// read-only, from a history store: get and list (no watch: history only
-// grows behind the Events API, which is where to watch).
+// read-only, from a history store: get, list and watch. A record's
+// resourceVersion is the store's feed position of its last change, a
+// list's is the position it was read as of, and a watch follows the feed
+// from a position (package history's doc says why positions, not etcd
+// revisions, and why nothing is missed or repeated).
 package history
 
 import (
@@ -40,6 +43,8 @@ type REST struct {
 	tableConvertor
 	store   store.Store
 	decoder runtime.Decoder
+	feed    FeedConfig
+	hub     *feedHub
 }
 
 var (
@@ -48,11 +53,13 @@ var (
 	_ rest.Scoper               = &REST{}
 	_ rest.SingularNameProvider = &REST{}
 	_ rest.Storage              = &REST{}
+	_ rest.Watcher              = &REST{}
 )
 
 // NewREST serves the records of s; decoder reads the stored Events.
-func NewREST(s store.Store, decoder runtime.Decoder) *REST {
-	return &REST{store: s, decoder: decoder}
+func NewREST(s store.Store, decoder runtime.Decoder, feed FeedConfig) *REST {
+	feed = feed.withDefaults()
+	return &REST{store: s, decoder: decoder, feed: feed, hub: newFeedHub(s, feed)}
 }
 
 func (r *REST) New() runtime.Object     { return &historyapi.EventRecord{} }
@@ -90,9 +97,19 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	if err != nil {
 		return nil, err
 	}
-	if p.query.After, err = decodeContinue(options.Continue); err != nil {
+	var through int64
+	if p.query.After, through, err = decodeContinue(options.Continue); err != nil {
 		return nil, err
 	}
+	if through == 0 {
+		if through, err = r.listPosition(ctx, options); err != nil {
+			return nil, err
+		}
+	} else if options.ResourceVersion != "" {
+		// etcd3's GetList refuses both as well.
+		return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+	}
+	p.query.Through = through
 	if namespace := genericapirequest.NamespaceValue(ctx); namespace != "" {
 		p.query.Conditions = append(p.query.Conditions, store.Condition{Columns: []store.Column{store.ColumnNamespace}, Value: namespace})
 	}
@@ -106,7 +123,7 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	if limit <= 0 || limit > maxPage {
 		limit = maxPage
 	}
-	out := &historyapi.EventRecordList{}
+	out := &historyapi.EventRecordList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(through, 10)}}
 	budget := scanFactor*limit + maxPage
 	var last *store.Cursor
 	for budget > 0 {
@@ -119,7 +136,7 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 		budget -= len(rows)
 		for _, row := range rows {
 			if len(out.Items) == limit {
-				out.Continue = encodeContinue(*last)
+				out.Continue = encodeContinue(*last, through)
 				return out, nil
 			}
 			cursor := store.Cursor{LastSeen: row.LastSeen, Revision: row.Revision}
@@ -139,9 +156,43 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 		p.query.After = last
 	}
 	if last != nil {
-		out.Continue = encodeContinue(*last)
+		out.Continue = encodeContinue(*last, through)
 	}
 	return out, nil
+}
+
+// listPosition is the feed position a list reads as of, by its
+// resourceVersion as kube-apiserver reads one (k8s.io/apiserver's
+// storage.ListOptions semantics): "" and "0" the newest; a position with
+// resourceVersionMatch NotOlderThan (or none) the newest once the store has
+// reached it; with Exact that position, 410 if retention has removed a
+// change after it.
+func (r *REST) listPosition(ctx context.Context, options *metainternalversion.ListOptions) (int64, error) {
+	state, err := r.store.Feed(ctx)
+	if err != nil {
+		return 0, storeError(err)
+	}
+	rv := options.ResourceVersion
+	if rv == "" || rv == "0" {
+		return state.Position, nil
+	}
+	requested, err := parsePosition(rv)
+	if err != nil {
+		return 0, err
+	}
+	if requested > state.Position {
+		if state, err = r.waitFor(ctx, requested); err != nil {
+			return 0, err
+		}
+	}
+	if options.ResourceVersionMatch != metav1.ResourceVersionMatchExact {
+		return state.Position, nil
+	}
+	if requested < state.Floor {
+		// etcd3's answer to a list at a compacted revision.
+		return 0, apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
+	}
+	return requested, nil
 }
 
 // record turns a stored version into an EventRecord.
@@ -158,6 +209,7 @@ func (r *REST) record(row store.Record) (*historyapi.EventRecord, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              fmt.Sprintf("%s.%d", row.Name, row.Revision),
 			Namespace:         row.Namespace,
+			ResourceVersion:   strconv.FormatInt(max(row.Position, store.FeedOrigin), 10),
 			CreationTimestamp: metav1.NewTime(row.ObservedAt),
 		},
 		Event:    *event,

@@ -44,8 +44,13 @@ func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, ta
 	default:
 		return nil, fmt.Errorf("cannot print %T as an EventRecord table", obj)
 	}
+	// As the generic table convertor (rest.defaultTableConvertor): kubectl
+	// get -w watches from the table's resourceVersion.
 	if m, err := meta.ListAccessor(obj); err == nil {
+		table.ResourceVersion = m.GetResourceVersion()
 		table.Continue = m.GetContinue()
+	} else if m, err := meta.CommonAccessor(obj); err == nil {
+		table.ResourceVersion = m.GetResourceVersion()
 	}
 	return table, nil
 }

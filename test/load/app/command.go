@@ -70,7 +70,8 @@ func (o *targetOptions) target() (workload.Target, error) {
 	if err != nil {
 		return workload.Target{}, err
 	}
-	return workload.Target{Config: config, ServerPID: o.serverPID, EtcdPID: o.etcdPID, NeedsNamespaces: o.needsNamespaces}, nil
+	return workload.Target{Config: config, ServerPID: o.serverPID, EtcdPID: o.etcdPID, NeedsNamespaces: o.needsNamespaces,
+		SetSelectors: !o.needsNamespaces}, nil
 }
 
 // print writes measurements one a line, or as JSON.

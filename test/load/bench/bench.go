@@ -327,7 +327,7 @@ func (o Options) deployWith(ctx context.Context, s, dir string, eventArgs []stri
 func (d *deployment) target() (workload.Target, error) {
 	return workload.Target{
 		Config: rest.CopyConfig(d.config), ServerPID: d.server.Process().PID(), EtcdPID: d.etcd.Process().PID(),
-		NeedsNamespaces: d.kube,
+		NeedsNamespaces: d.kube, SetSelectors: !d.kube,
 	}, nil
 }
 

@@ -31,6 +31,9 @@ type Query struct {
 	AllNamespaces bool
 	// Selector is the field selector for the pod's reference.
 	Selector func(ns, name, uid string) string
+	// Pair selects the Events of two pods, p and the next, with a
+	// set-based selector (event-apiserver only): Selector is not used.
+	Pair func(a, b corev1.ObjectReference) string
 }
 
 // Queries are the LISTs the describe workload times:
@@ -38,7 +41,9 @@ type Query struct {
 //     nil, uid) in the pod's namespace (kubectl/pkg/describe searchEvents);
 //   - kubectl events --for pod/x: kind, apiVersion, name, in the namespace,
 //     and with -A across all namespaces (kubectl/pkg/cmd/events);
-//   - kubectl get events -A --field-selector involvedObject.uid=u.
+//   - kubectl get events -A --field-selector involvedObject.uid=u;
+//   - the same for two pods at once, `involvedObject.uid in (u1,u2)`
+//     (event-apiserver's set-based selectors; skipped on kube-apiserver).
 //
 // All are core/v1 with limit 500, following continue tokens, as kubectl
 // sends them (JSON).
@@ -50,6 +55,9 @@ var Queries = []Query{
 	{Name: "events -A --for", AllNamespaces: true, Selector: eventsForSelector},
 	{Name: "get -A uid", AllNamespaces: true, Selector: func(_, _, uid string) string {
 		return "involvedObject.uid=" + uid
+	}},
+	{Name: "get -A uid in", AllNamespaces: true, Pair: func(a, b corev1.ObjectReference) string {
+		return fmt.Sprintf("involvedObject.uid in (%s,%s)", a.UID, b.UID)
 	}},
 }
 
@@ -96,6 +104,13 @@ func Describe(ctx context.Context, t Target, o DescribeOptions) ([]Measurement, 
 	rng := rand.New(rand.NewPCG(uint64(o.Size), 42))
 	var out []Measurement
 	for _, q := range Queries {
+		if q.Pair != nil && (!t.SetSelectors || pods < 2) {
+			continue
+		}
+		want := o.Layout.EventsPerPod
+		if q.Pair != nil {
+			want *= 2
+		}
 		lat := &Latencies{}
 		var failed int64
 		var firstErr error
@@ -103,10 +118,10 @@ func Describe(ctx context.Context, t Target, o DescribeOptions) ([]Measurement, 
 		for i := 0; i < o.Requests && (i < minDescribeRequests || time.Since(start) < o.MaxTime); i++ {
 			p := rng.IntN(pods)
 			t0 := time.Now()
-			n, err := listAll(ctx, cs, q, o.Layout, p)
+			n, err := listAll(ctx, cs, q, o.Layout, p, pods)
 			d := time.Since(t0)
-			if err == nil && n != o.Layout.EventsPerPod {
-				err = fmt.Errorf("%s for %s: %d Events, want %d", q.Name, o.Layout.Pod(p), n, o.Layout.EventsPerPod)
+			if err == nil && n != want {
+				err = fmt.Errorf("%s for %s: %d Events, want %d", q.Name, o.Layout.Pod(p), n, want)
 			}
 			if err != nil {
 				failed++
@@ -132,13 +147,18 @@ func Describe(ctx context.Context, t Target, o DescribeOptions) ([]Measurement, 
 
 // listAll runs q for pod p, following continue tokens, and returns how
 // many Events came back.
-func listAll(ctx context.Context, cs kubernetes.Interface, q Query, l Layout, p int) (int, error) {
+func listAll(ctx context.Context, cs kubernetes.Interface, q Query, l Layout, p, pods int) (int, error) {
 	ref := l.PodRef(p)
 	ns := ref.Namespace
 	if q.AllNamespaces {
 		ns = ""
 	}
-	opts := metav1.ListOptions{FieldSelector: q.Selector(ref.Namespace, ref.Name, string(ref.UID)), Limit: describeChunk}
+	opts := metav1.ListOptions{Limit: describeChunk}
+	if q.Pair != nil {
+		opts.FieldSelector = q.Pair(ref, l.PodRef((p+1)%pods))
+	} else {
+		opts.FieldSelector = q.Selector(ref.Namespace, ref.Name, string(ref.UID))
+	}
 	n := 0
 	for {
 		list, err := cs.CoreV1().Events(ns).List(ctx, opts)
@@ -160,7 +180,7 @@ func WaitForStore(ctx context.Context, cs kubernetes.Interface, l Layout, size i
 	p := size/l.EventsPerPod - 1
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := listAll(ctx, cs, Queries[0], l, p)
+		n, err := listAll(ctx, cs, Queries[0], l, p, p+1)
 		if err == nil && n != l.EventsPerPod {
 			err = fmt.Errorf("%d Events for %s, want %d", n, l.Pod(p), l.EventsPerPod)
 		}

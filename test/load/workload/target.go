@@ -40,6 +40,9 @@ type Target struct {
 	// admission refuses creates in a namespace that does not exist.
 	// event-apiserver standalone has no Namespaces.
 	NeedsNamespaces bool
+	// SetSelectors is set for event-apiserver, which reads set-based field
+	// selectors (`in`, `notin`); kube-apiserver refuses them.
+	SetSelectors bool
 }
 
 // requests counts a client's writes (POST, PATCH) and their answers.

@@ -6,12 +6,15 @@ package storage
 
 import (
 	"context"
+	"sort"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -82,6 +85,95 @@ func (r *REST) ShortNames() []string {
 // A list of one namespace scans the namespace rather than use a reporter's
 // index bucket (fieldselectors.WithinNamespace).
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
+	if out, ok, err := r.listSetByIndex(ctx, options); ok || err != nil {
+		return out, err
+	}
+	return r.list(ctx, options)
+}
+
+// maxSetLookups bounds the index lookups one set-based selector costs.
+const maxSetLookups = 16
+
+// listSetByIndex answers a list whose field selector has one `in` over a
+// per-object or per-name indexed field (`involvedObject.uid in (a,b)`) with
+// one index lookup per value, merged in key order, as the answer would come
+// from one list. It answers only when every lookup was served at one
+// resourceVersion (a consistent snapshot; it retries up to the newest
+// twice) and the whole answer fits the request's limit; otherwise (writes
+// racing the lookups, a larger answer, a continue token, an exact
+// resourceVersion) ok is false and the list scans its scope as before.
+func (r *REST) listSetByIndex(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, bool, error) {
+	if options == nil || options.FieldSelector == nil || options.Continue != "" ||
+		options.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+		return nil, false, nil
+	}
+	var set *fieldselectors.SetRequirement
+	var others []fields.Selector
+	for _, req := range options.FieldSelector.Requirements() {
+		read := fieldselectors.ReadRequirement(req)
+		if fieldselectors.FieldLabel(req.Field) == req.Field {
+			if req.Operator == selection.NotEquals {
+				others = append(others, fields.OneTermNotEqualSelector(req.Field, req.Value))
+			} else {
+				others = append(others, fields.OneTermEqualSelector(req.Field, req.Value))
+			}
+			continue
+		}
+		if set != nil || read.Not || len(read.Values) > maxSetLookups || !fieldselectors.PerObjectIndexed(read.Field) {
+			return nil, false, nil
+		}
+		set = &read
+	}
+	if set == nil {
+		return nil, false, nil
+	}
+	rv, match := options.ResourceVersion, options.ResourceVersionMatch
+	for attempt := 0; attempt < 3; attempt++ {
+		var items []core.Event
+		seen := map[string]bool{}
+		versions := map[string]bool{}
+		newest := ""
+		for _, value := range set.Values {
+			sub := *options
+			sub.FieldSelector = fields.AndSelectors(append(append([]fields.Selector{}, others...), fields.OneTermEqualSelector(set.Field, value))...)
+			sub.ResourceVersion, sub.ResourceVersionMatch = rv, match
+			obj, err := r.list(ctx, &sub)
+			if err != nil {
+				return nil, false, err
+			}
+			list := obj.(*core.EventList)
+			if list.Continue != "" {
+				return nil, false, nil
+			}
+			versions[list.ResourceVersion] = true
+			if newest == "" || len(list.ResourceVersion) > len(newest) || (len(list.ResourceVersion) == len(newest) && list.ResourceVersion > newest) {
+				newest = list.ResourceVersion
+			}
+			for _, e := range list.Items {
+				if key := e.Namespace + "/" + e.Name; !seen[key] {
+					seen[key] = true
+					items = append(items, e)
+				}
+			}
+		}
+		if options.Limit > 0 && int64(len(items)) > options.Limit {
+			return nil, false, nil
+		}
+		if len(versions) == 1 {
+			sort.Slice(items, func(i, j int) bool {
+				if items[i].Namespace != items[j].Namespace {
+					return items[i].Namespace < items[j].Namespace
+				}
+				return items[i].Name < items[j].Name
+			})
+			return &core.EventList{ListMeta: metav1.ListMeta{ResourceVersion: newest}, Items: items}, true, nil
+		}
+		rv, match = newest, metav1.ResourceVersionMatchNotOlderThan
+	}
+	return nil, false, nil
+}
+
+func (r *REST) list(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
 	ctx = withSelectedNamespace(ctx, options)
 	if namespace, _ := genericapirequest.NamespaceFrom(ctx); namespace == "" {
 		return r.Store.List(ctx, options)
