@@ -40,7 +40,7 @@ import (
 func TestStaticPodEventsEtcdTrust(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	const nodeName, nodeIP = "cp-1", "127.0.0.61"
+	const nodeName, nodeIP = "cp-1", "127.0.0.51"
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestStaticPodEventsEtcdTrust(t *testing.T) {
 			framework.WriteHostsFile(t, map[string][]string{}))
 		deploy := &appsv1.Deployment{}
 		fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
-		replica, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, "127.0.0.62", deploy.Spec.Template)
+		replica, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, "127.0.0.52", deploy.Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
