@@ -6,6 +6,7 @@ package apiserver
 
 import (
 	"fmt"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -13,12 +14,17 @@ import (
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
 	eventstorage "github.com/eventapiserver/event-apiserver/pkg/registry/event/storage"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
+
+// WatchCacheCheckName is the /readyz check that passes while the Events
+// watch cache is initialized and serving.
+const WatchCacheCheckName = "watch-cache"
 
 // ExtraConfig holds what is specific to the Event server.
 type ExtraConfig struct {
@@ -91,6 +97,24 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		if err := installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout); err != nil {
 			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
 		}
+	}
+
+	// Unlike poststarthook/storage-readiness below, which gives up waiting
+	// after --storage-initialization-timeout and then passes for good, this
+	// check holds for the server's whole life: a replica is worth a place in
+	// its Service while its watch cache serves (lists and watches at
+	// resourceVersion=0 and open watches, which need no etcd), and only
+	// then. A replica started while etcd is down fails it until etcd
+	// answers; a running one keeps passing through an outage as long as the
+	// cache's etcd watch holds. "etcd-writes" (pkg/etcdhealth) says whether
+	// what needs etcd is served; a readiness probe excludes that one (and
+	// the generic server's etcd checks), not this one. With the watch cache
+	// off it always passes: then every read needs etcd and the probe should
+	// not exclude etcd.
+	if err := genericServer.AddReadyzChecks(healthz.NamedCheck(WatchCacheCheckName, func(*http.Request) error {
+		return store.ReadinessCheck()
+	})); err != nil {
+		return nil, err
 	}
 
 	// As kube-apiserver does: /readyz waits until the watch cache is filled,

@@ -52,8 +52,8 @@ func NewStorageFactory(storageConfig storagebackend.Config, storageMediaType str
 //     timeouts. The probe post-start hook "event-etcd-health-probe" makes the
 //     gate follow etcd's health; it also serves the storage-monitor getter
 //     (apiserver_storage_size_bytes), which would otherwise hang /metrics
-//     while etcd is down, and, for an external etcd, the /readyz check
-//     "etcd-space".
+//     while etcd is down, the /readyz check "etcd-writes" (what needs etcd
+//     is served), and, for an external etcd, the /readyz check "etcd-space".
 //  4. ttl's router: each Create and GuaranteedUpdate goes to the etcd3 store
 //     of its TTL class (--event-ttl-rule), so that each class reuses one
 //     lease as kube-apiserver reuses its one; everything else to the base
@@ -82,6 +82,7 @@ func ApplyStorageTo(config *genericapiserver.RecommendedConfig, etcd *genericopt
 		return gate.Run(ctx, etcd.StorageConfig)
 	})
 	config.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(config.RESTOptionsGetter, rules.NewRawStorage, gate.Storage)
+	config.AddReadyzChecks(gate.WritesCheck())
 	if externalEtcd {
 		config.AddReadyzChecks(gate.SpaceCheck())
 	}

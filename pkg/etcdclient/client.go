@@ -73,6 +73,11 @@ func config(c storagebackend.TransportConfig, opts []Option) (clientv3.Config, e
 		DialKeepAliveTimeout: KeepaliveTimeout,
 		// Callers log failures once, in their own words, not every retry.
 		Logger: zap.NewNop(),
+		// The balancer the etcd client's resolver switches to anyway: with
+		// gRPC's default (pick_first) first, the switch abandons the first
+		// connection attempt, which gRPC logs as a warning
+		// (QuietAbandonedDials).
+		DialOptions: []grpc.DialOption{grpc.WithDefaultServiceConfig(`{"loadBalancingPolicy":"round_robin"}`)},
 	}
 	// The client takes a nil TLS config for plain connections.
 	if c.CertFile != "" || c.KeyFile != "" || c.TrustedCAFile != "" {

@@ -16,6 +16,10 @@
 //   - /metrics answers, without the etcd size.
 //
 // /readyz and /livez fail on the generic server's own etcd check meanwhile,
-// so a liveness probe must exclude it (/livez?exclude=etcd). The gate opens
-// at the first probe etcd answers again: the server recovers by itself.
+// and /readyz on the gate's own check "etcd-writes" (Gate.WritesCheck), so a
+// liveness probe must exclude etcd (/livez?exclude=etcd) and a readiness
+// probe that should keep the replica in its Service while the watch cache
+// serves excludes both etcd groups (/readyz?exclude=etcd&exclude=etcd-readiness;
+// the server's check "watch-cache" then decides). The gate opens at the first
+// probe etcd answers again: the server recovers by itself.
 package etcdhealth

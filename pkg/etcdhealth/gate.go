@@ -56,6 +56,9 @@ type Gate struct {
 	// watchSpace is whether to follow the NOSPACE alarm: only for the
 	// etcd-space check, set once SpaceCheck is asked for.
 	watchSpace atomic.Bool
+	// answeredOnce is whether etcd has answered a probe since the start:
+	// until then nothing says a write would succeed.
+	answeredOnce atomic.Bool
 
 	// The rest belongs to the probe, and to the size monitor.
 	mu        sync.Mutex
@@ -175,6 +178,7 @@ func (g *Gate) observe(err error) {
 			availableGauge.Set(1)
 		}
 		g.failures, g.answered = 0, true
+		g.answeredOnce.Store(true)
 	case g.answered:
 		g.failures++
 		if g.failures >= failuresToClose && !closed {
@@ -183,6 +187,7 @@ func (g *Gate) observe(err error) {
 			availableGauge.Set(0)
 		}
 	}
+	g.setWritesGauge()
 }
 
 // Run makes the gate follow etcd's health until ctx ends. It probes as the
@@ -274,14 +279,60 @@ func (g *Gate) observeSpace(ctx context.Context, client *clientv3.Client) {
 	case !raised && was:
 		klog.InfoS("etcd's NOSPACE alarm is cleared, Event writes accepted again")
 	}
+	g.setWritesGauge()
+}
+
+// WritesCheckName is the /readyz check that says whether this replica can
+// serve what needs etcd: writes, GETs and consistent LISTs.
+const WritesCheckName = "etcd-writes"
+
+// ReadinessGroup is the group of every /readyz check about etcd
+// (k8s.io/apiserver's own "etcd-readiness" and "etcd-override-readiness-N"
+// are in it too), so that a probe excludes them all with one
+// ?exclude=etcd-readiness, as ?exclude=etcd excludes the "etcd" check and
+// kube-apiserver's "etcd-override-N".
+const ReadinessGroup = "etcd-readiness"
+
+// writesError is why writes cannot be served now, or nil.
+func (g *Gate) writesError() error {
+	switch {
+	case !g.answeredOnce.Load():
+		return errors.New("etcd has not answered since the server started")
+	case g.nospace.Load():
+		return errors.New(noSpaceAdvice)
+	}
+	return g.Unavailable()
+}
+
+func (g *Gate) setWritesGauge() {
+	if g.writesError() == nil {
+		writesAvailableGauge.Set(1)
+	} else {
+		writesAvailableGauge.Set(0)
+	}
+}
+
+// WritesCheck is the /readyz check "etcd-writes" (also served alone at
+// /readyz/etcd-writes, and as the gauge event_apiserver_etcd_writes_available):
+// it fails while what needs etcd is refused with 503, i.e. while the gate is
+// closed, before etcd first answers, and while the NOSPACE alarm is raised.
+// It is in the group "etcd-readiness": a readiness probe that excludes that
+// group keeps a replica in its Service through an etcd outage, where it still
+// serves lists and watches at resourceVersion=0 from the watch cache, open
+// watches, and history.
+func (g *Gate) WritesCheck() healthz.HealthChecker {
+	return healthz.NamedGroupedCheck(WritesCheckName, ReadinessGroup, func(*http.Request) error {
+		return g.writesError()
+	})
 }
 
 // SpaceCheck is the /readyz check "etcd-space": it fails while etcd's
 // NOSPACE alarm is raised, saying what the operator must do. For an
 // external etcd only: the server clears an embedded etcd's alarm itself.
+// In the group "etcd-readiness", as WritesCheck.
 func (g *Gate) SpaceCheck() healthz.HealthChecker {
 	g.watchSpace.Store(true)
-	return healthz.NamedCheck("etcd-space", func(*http.Request) error {
+	return healthz.NamedGroupedCheck("etcd-space", ReadinessGroup, func(*http.Request) error {
 		if g.nospace.Load() {
 			return errors.New(noSpaceAdvice)
 		}

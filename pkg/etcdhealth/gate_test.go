@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 func TestGate(t *testing.T) {
@@ -91,4 +92,48 @@ func mustOpen(t *testing.T, g *Gate) (context.Context, func()) {
 		t.Fatalf("gate closed: %v", err)
 	}
 	return ctx, stop
+}
+
+func TestWritesCheck(t *testing.T) {
+	down := errors.New("etcd down")
+	cases := []struct {
+		name    string
+		probes  []error
+		nospace bool
+		wantOK  bool
+	}{
+		{name: "etcd never answered", probes: []error{down}, wantOK: false},
+		{name: "etcd answers", probes: []error{nil}, wantOK: true},
+		{name: "one failure is not an outage", probes: []error{nil, down}, wantOK: true},
+		{name: "gate closed", probes: []error{nil, down, down}, wantOK: false},
+		{name: "gate open again", probes: []error{nil, down, down, nil}, wantOK: true},
+		{name: "NOSPACE", probes: []error{nil}, nospace: true, wantOK: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGate()
+			check := g.WritesCheck()
+			if check.Name() != WritesCheckName {
+				t.Fatalf("name %q", check.Name())
+			}
+			if grouped, ok := check.(interface{ GroupName() string }); !ok || grouped.GroupName() != ReadinessGroup {
+				t.Fatalf("the check is not in the group %s, so ?exclude=%s would not exclude it", ReadinessGroup, ReadinessGroup)
+			}
+			g.nospace.Store(tc.nospace)
+			for _, err := range tc.probes {
+				g.observe(err)
+			}
+			err := check.Check(&http.Request{})
+			if (err == nil) != tc.wantOK {
+				t.Fatalf("Check() = %v, want ok %v", err, tc.wantOK)
+			}
+			want := 0.0
+			if tc.wantOK {
+				want = 1
+			}
+			if got, _ := testutil.GetGaugeMetricValue(writesAvailableGauge); got != want {
+				t.Errorf("event_apiserver_etcd_writes_available = %v, want %v", got, want)
+			}
+		})
+	}
 }

@@ -18,6 +18,17 @@ var (
 			StabilityLevel: metrics.ALPHA,
 		},
 	)
+	writesAvailableGauge = metrics.NewGauge(
+		&metrics.GaugeOpts{
+			Namespace: "event_apiserver",
+			Subsystem: "etcd",
+			Name:      "writes_available",
+			Help: "1 while requests that need etcd (writes, GETs, consistent LISTs) can be served, 0 before etcd " +
+				"first answers, while they are refused with 503, and while etcd's NOSPACE alarm is raised: " +
+				"the /readyz check etcd-writes.",
+			StabilityLevel: metrics.ALPHA,
+		},
+	)
 	// operation is one of the storage calls: create, update, delete, get,
 	// list, current_resource_version, stats. Bounded.
 	refusedTotal = metrics.NewCounterVec(
@@ -38,6 +49,6 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(availableGauge, refusedTotal)
+		legacyregistry.MustRegister(availableGauge, writesAvailableGauge, refusedTotal)
 	})
 }

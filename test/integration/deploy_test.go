@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,9 +21,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,17 +33,20 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/utils/ptr"
 
+	"github.com/eventapiserver/event-apiserver/internal/pgtest"
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/servingcert"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // deployOverlays are the kustomizations a user applies with kubectl apply -k.
-var deployOverlays = []string{"events-etcd", "aggregated", "standalone"}
+var deployOverlays = []string{"events-etcd-certs", "events-etcd", "aggregated", "standalone"}
 
 // renderOverlay runs kubectl kustomize (v1.36.3) on deploy/<dir>.
 func renderOverlay(t *testing.T, dir string) []byte {
@@ -106,24 +113,47 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 			t.Logf("%s", stdout)
 		})
 	}
+	t.Run("static pod", func(t *testing.T) {
+		// As docs/aggregated.md fills it in for one node.
+		root, err := framework.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(root, "deploy/static-pods/events-etcd.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := strings.NewReplacer("INITIAL_CLUSTER", "cp-1=https://10.0.0.11:2383", "NODE_NAME", "cp-1", "NODE_IP", "10.0.0.11").Replace(string(data))
+		for _, placeholder := range []string{"INITIAL_CLUSTER", "NODE_NAME", "NODE_IP"} {
+			if !strings.Contains(string(data), placeholder) {
+				t.Errorf("the static pod has no %s to fill in", placeholder)
+			}
+		}
+		// What kube-controller-manager would have made; the ServiceAccount
+		// admission of a plain pod needs it (a mirror pod would not).
+		if _, err := kube.Client(t).CoreV1().ServiceAccounts("kube-system").Create(context.Background(),
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		path := writeFile(t, "events-etcd.yaml", pod)
+		if out, errOut, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path); err != nil {
+			t.Fatalf("static pod dry run: %v\n%s%s", err, out, errOut)
+		}
+	})
 	t.Run("components", func(t *testing.T) {
 		for dir, kinds := range map[string][]string{
-			"networkpolicy": {"NetworkPolicy"},
-			"monitoring":    {"ServiceMonitor", "PrometheusRule", "ClusterRoleBinding"},
+			"networkpolicy":          {"NetworkPolicy"},
+			"monitoring":             {"ServiceMonitor", "PrometheusRule", "ClusterRoleBinding"},
+			"history-postgres":       {"Deployment"},
+			"postgres":               {"StatefulSet", "Service"},
+			"static-pod-etcd":        {"Deployment"},
+			"events-etcd-one-member": {"StatefulSet"},
 		} {
-			// A component renders only inside a kustomization.
-			overlay := t.TempDir()
-			root, _ := framework.RepoRoot()
-			if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(
-				"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
-				relPath(t, overlay, filepath.Join(root, "deploy/overlays/aggregated")),
-				relPath(t, overlay, filepath.Join(root, "deploy/components", dir)))), 0o600); err != nil {
-				t.Fatal(err)
+			overlay := "overlays/aggregated"
+			if dir == "events-etcd-one-member" {
+				overlay = "overlays/events-etcd"
 			}
-			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "kustomize", "--load-restrictor=LoadRestrictionsNone", overlay)
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", dir, err, stderr)
-			}
+			stdout := string(renderWithComponents(t, overlay, dir))
 			got := map[string]bool{}
 			for _, obj := range splitManifests(t, []byte(stdout)) {
 				got[obj.GetKind()] = true
@@ -133,14 +163,39 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 					t.Errorf("%s: no %s rendered", dir, kind)
 				}
 			}
-			if dir == "networkpolicy" {
-				path := writeFile(t, "networkpolicy.yaml", stdout)
+			// The monitoring CRDs are not in a bare cluster.
+			if dir != "monitoring" {
+				path := writeFile(t, dir+".yaml", stdout)
 				if out, errOut, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path); err != nil {
-					t.Fatalf("networkpolicy dry run: %v\n%s%s", err, out, errOut)
+					t.Fatalf("%s dry run: %v\n%s%s", dir, err, out, errOut)
 				}
 			}
 		}
 	})
+}
+
+// renderWithComponents renders deploy/<overlay> with deploy/components/<c>
+// added, as an operator's own kustomization does (docs/aggregated.md).
+func renderWithComponents(t *testing.T, overlay string, components ...string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " +
+		relPath(t, dir, filepath.Join(root, "deploy", overlay)) + "\ncomponents:\n"
+	for _, c := range components {
+		k += "- " + relPath(t, dir, filepath.Join(root, "deploy/components", c)) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), filepath.Join(t.TempDir(), "none"), nil, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir)
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s with %v: %v\n%s", overlay, components, err, stderr)
+	}
+	return []byte(stdout)
 }
 
 // deployedCluster is the aggregated overlay and the events etcd overlay
@@ -169,12 +224,11 @@ func replicaHost(i int) string { return fmt.Sprintf("event-apiserver-%d.pods.e2e
 func deployHosts() map[string][]string {
 	hosts := map[string][]string{
 		"events-etcd-client." + deployNamespace + ".svc": {etcdMemberIPs[0]},
-		// Headless Service: every member. etcd checks a peer's client
-		// certificate against a reverse lookup of its address; between
-		// loopback addresses the source address is 127.0.0.1, so it too
-		// gets a member-like name (a pod's source address is its own IP).
-		"events-etcd." + deployNamespace + ".svc":               etcdMemberIPs,
-		"loopback-peer.events-etcd." + deployNamespace + ".svc": {"127.0.0.1"},
+		// Headless Service: every member. No name for 127.0.0.1, the
+		// source address between loopback addresses: the members accept
+		// peers by certificate (CN), never by a reverse lookup of their
+		// address, which many clusters cannot do for pod IPs.
+		"events-etcd." + deployNamespace + ".svc": etcdMemberIPs,
 	}
 	for i, ip := range etcdMemberIPs {
 		hosts[fmt.Sprintf("events-etcd-%d.events-etcd.%s.svc", i, deployNamespace)] = []string{ip}
@@ -216,9 +270,19 @@ func TestDeployKubeletless(t *testing.T) {
 	}, hostsFile)
 
 	etcdObjs := splitManifests(t, renderOverlay(t, "overlays/events-etcd"))
-	aggObjs := splitManifests(t, renderOverlay(t, "overlays/aggregated"))
+	// History in one shared PostgreSQL, as docs/aggregated.md installs it:
+	// the Secret with its DSN first, then the overlay with the component.
+	historyDSN := pgtest.Start(t)
+	shareSocketDir(t, historyDSN)
+	aggObjs := splitManifests(t, renderWithComponents(t, "overlays/aggregated", "history-postgres"))
 	c.apply(t, etcdObjs)
 	c.apply(t, aggObjs)
+	if _, err := c.client.CoreV1().Secrets(deployNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "event-apiserver-history"},
+		Data:       map[string][]byte{"dsn": []byte(historyDSN)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The certs Job, then the three etcd members.
 	job := &batchv1.Job{}
@@ -401,11 +465,15 @@ func TestDeployKubeletless(t *testing.T) {
 	})
 
 	t.Run("kube-apiserver keeps core/v1 Events in the events etcd", func(t *testing.T) {
-		// A second kube-apiserver over the same main etcd, configured as
-		// docs/aggregated.md says: --etcd-servers-overrides with the client
-		// certificate the certs Job made. An Event written through its
-		// core/v1 API is read through events.k8s.io/v1, i.e. from
-		// event-apiserver on the events etcd.
+		// A second kube-apiserver over the same main etcd (plain here) with
+		// --etcd-servers-overrides to the StatefulSet events etcd and the
+		// client certificate the certs Job made. docs/aggregated.md does not
+		// recommend overrides to the StatefulSet (they make kube-apiserver
+		// depend on pods; the static pods are tested by
+		// TestStaticPodEventsEtcdTrust), but this shows both servers share
+		// one layout: an Event written through its core/v1 API is read
+		// through events.k8s.io/v1, i.e. from event-apiserver on the events
+		// etcd.
 		client, err := c.client.CoreV1().Secrets(deployNamespace).Get(ctx, "events-etcd-client", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -432,6 +500,62 @@ func TestDeployKubeletless(t *testing.T) {
 		if _, err := c.client.EventsV1().Events("team-a").Get(ctx, "through-core", metav1.GetOptions{}); err != nil {
 			t.Fatalf("a core/v1 Event written by kube-apiserver into the events etcd is not read through events.k8s.io/v1: %v", err)
 		}
+	})
+
+	t.Run("history survives replacing every replica, one answer from each", func(t *testing.T) {
+		// The Events of a Deployment deleted before a rollout restart.
+		ns := "team-h"
+		if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		const events = 4
+		for i := range events {
+			ev := schedulerStyleEvent(ns, fmt.Sprintf("web-deleted-%d", i))
+			ev.Regarding = corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: ns, Name: "web-deleted", UID: "uid-web-deleted"}
+			ev.Related = nil
+			if _, err := c.client.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.client.EventsV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		reader := c.historyReader(ctx, t)
+		for _, p := range c.replicas {
+			if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				names, err := reader.records(ctx, p, ns)
+				return err == nil && len(names) == events, nil
+			}); err != nil {
+				t.Fatalf("%s never answered the %d deleted Events from history: %v", p.Name, events, err)
+			}
+		}
+		// A rollout restart: every replica replaced, one at a time, each
+		// with a new, empty emptyDir.
+		for _, p := range c.replicas {
+			if err := p.Replace(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var first []string
+		for i, p := range c.replicas {
+			names, err := reader.records(ctx, p, ns)
+			if err != nil {
+				t.Fatalf("%s: eventrecords after the restart: %v", p.Name, err)
+			}
+			t.Logf("%s answers %d records: %v", p.Name, len(names), names)
+			if len(names) != events {
+				t.Errorf("%s answers %d records after the restart, want %d", p.Name, len(names), events)
+			}
+			if i == 0 {
+				first = names
+			} else if strings.Join(names, ",") != strings.Join(first, ",") {
+				t.Errorf("replicas disagree: %s answers %v, %s %v", c.replicas[0].Name, first, p.Name, names)
+			}
+		}
+		c.waitAvailable(t, 2*time.Minute)
 	})
 
 	t.Run("one replica stopped, the other serves through the APIService", func(t *testing.T) {
@@ -469,6 +593,80 @@ func TestDeployKubeletless(t *testing.T) {
 		}
 		c.waitAvailable(t, 10*time.Second)
 	})
+}
+
+// shareSocketDir lets the pods' user (65532) reach pgtest's unix socket,
+// whose directory is the DSN's host: pgtest makes it private to postgres.
+func shareSocketDir(t *testing.T, dsn string) {
+	t.Helper()
+	for _, field := range strings.Fields(dsn) {
+		if dir, ok := strings.CutPrefix(field, "host="); ok {
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no host= in %q", dsn)
+}
+
+// historyReaderClient reads eventrecords from one replica directly, past
+// kube-apiserver's aggregator (which picks a replica at random), with a
+// ServiceAccount token the replica checks with kube-apiserver.
+type historyReaderClient struct {
+	token string
+}
+
+func (c *deployedCluster) historyReader(ctx context.Context, t *testing.T) historyReaderClient {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "history-reader", Namespace: deployNamespace}}
+	if _, err := c.client.CoreV1().ServiceAccounts(deployNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "history-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "event-apiserver:eventrecords-view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: deployNamespace}},
+	}
+	if _, err := c.client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tr, err := c.client.CoreV1().ServiceAccounts(deployNamespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return historyReaderClient{token: tr.Status.Token}
+}
+
+// records lists the namespace's eventrecords on one replica and returns
+// each record's name and resourceVersion, sorted.
+func (r historyReaderClient) records(ctx context.Context, p *framework.Pod, namespace string) ([]string, error) {
+	config := &rest.Config{Host: "https://" + p.IP + ":6443", BearerToken: r.token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	client, err := rest.UnversionedRESTClientFor(withJSON(config))
+	if err != nil {
+		return nil, err
+	}
+	data, err := client.Get().AbsPath("/apis/history.eventapiserver.io/v1alpha1/namespaces/" + namespace + "/eventrecords").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, data)
+	}
+	var list historyv1alpha1.EventRecordList
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, item := range list.Items {
+		names = append(names, item.Name+"@"+item.ResourceVersion)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func withJSON(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
 }
 
 // apply creates every object but the workloads, which the runner starts.

@@ -2,7 +2,8 @@ package framework
 
 // A kubelet-less runner for rendered manifests: it starts a pod's container
 // as a process the way a kubelet would (command and args with $(VAR)
-// expansion, env with fieldRef and resourceFieldRef resolved, Secrets,
+// expansion, env with fieldRef, resourceFieldRef, secretKeyRef and
+// configMapKeyRef resolved, Secrets,
 // ConfigMaps, emptyDirs and the ServiceAccount token mounted as files at
 // their mount paths, the in-cluster environment), so that a test can prove
 // the manifests work as applied without a node.
@@ -108,6 +109,33 @@ type Pod struct {
 	Spec                corev1.PodSpec
 	proc                *testbed.Process
 	volumes             map[string]string
+	// owner is the uid and gid the volumes belong to (-1: unchanged).
+	owner [2]int
+}
+
+// Replace stops the pod and starts its container again as a new pod from
+// the same template would start, e.g. in a rollout restart: its emptyDirs
+// start empty, claims and Secrets are kept, the address stays.
+func (p *Pod) Replace() error {
+	if err := p.proc.Stop(); err != nil {
+		return err
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir == nil {
+			continue
+		}
+		dir := p.volumes[v.Name]
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.Lchown(dir, p.owner[0], p.owner[1]); err != nil {
+			return err
+		}
+	}
+	return p.proc.Start()
 }
 
 // VolumeDir is where the runner keeps the named volume on this machine,
@@ -199,7 +227,7 @@ func (k *Kubelet) RunPod(ctx context.Context, name, namespace, ip string, tmpl c
 	if err := os.WriteFile(scriptPath, []byte(script.String()), 0o700); err != nil {
 		return nil, err
 	}
-	p := &Pod{Name: name, Namespace: namespace, IP: ip, Spec: spec, volumes: volumes}
+	p := &Pod{Name: name, Namespace: namespace, IP: ip, Spec: spec, volumes: volumes, owner: k.volumeOwner(spec)}
 	p.proc = &testbed.Process{Name: "pod " + namespace + "/" + name, Path: "unshare",
 		Args: []string{"--mount", "--propagation", "private", "sh", scriptPath}, LogPath: filepath.Join(podDir, "log")}
 	stopAtCleanup(k.t, p.proc)
@@ -256,8 +284,30 @@ func (k *Kubelet) env(meta metav1.ObjectMeta, spec corev1.PodSpec, c corev1.Cont
 			if kind == "cpu" {
 				v = strconv.FormatInt((q.MilliValue()+divisor.MilliValue()-1)/divisor.MilliValue(), 10)
 			}
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			secret, err := k.waitSecret(context.Background(), meta.Namespace, ref.Name)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			data, ok := secret.Data[ref.Key]
+			if !ok {
+				return nil, fmt.Errorf("env %s: secret %s has no key %s", e.Name, ref.Name, ref.Key)
+			}
+			v = string(data)
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			cm, err := k.client.CoreV1().ConfigMaps(meta.Namespace).Get(context.Background(), ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			data, ok := cm.Data[ref.Key]
+			if !ok {
+				return nil, fmt.Errorf("env %s: configmap %s has no key %s", e.Name, ref.Name, ref.Key)
+			}
+			v = data
 		default:
-			return nil, fmt.Errorf("env %s: only value, fieldRef and resourceFieldRef are supported by the runner", e.Name)
+			return nil, fmt.Errorf("env %s: only value, fieldRef, resourceFieldRef, secretKeyRef and configMapKeyRef are supported by the runner", e.Name)
 		}
 		if _, seen := vars[e.Name]; !seen {
 			order = append(order, e.Name)
@@ -274,13 +324,8 @@ func (k *Kubelet) env(meta metav1.ObjectMeta, spec corev1.PodSpec, c corev1.Cont
 // volumes writes each volume to a directory and returns name -> directory,
 // plus the ServiceAccount volume a kubelet adds unless automounting is off.
 func (k *Kubelet) volumes(ctx context.Context, podDir string, meta metav1.ObjectMeta, spec corev1.PodSpec) (map[string]string, error) {
-	uid, gid := -1, -1
-	if sc := spec.SecurityContext; sc != nil && sc.FSGroup != nil {
-		gid = int(*sc.FSGroup)
-	}
-	if u, _, ok := runAs(spec, spec.Containers[0]); ok {
-		uid = int(u)
-	}
+	owner := k.volumeOwner(spec)
+	uid, gid := owner[0], owner[1]
 	dirs := map[string]string{}
 	for _, v := range spec.Volumes {
 		dir := filepath.Join(podDir, "volumes", v.Name)
@@ -352,6 +397,19 @@ func (k *Kubelet) volumes(ctx context.Context, podDir string, meta metav1.Object
 		}
 	}
 	return dirs, nil
+}
+
+// volumeOwner is the uid and gid a kubelet leaves a pod's volumes to: the
+// container's user and the pod's fsGroup (-1: unchanged).
+func (k *Kubelet) volumeOwner(spec corev1.PodSpec) [2]int {
+	owner := [2]int{-1, -1}
+	if sc := spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		owner[1] = int(*sc.FSGroup)
+	}
+	if u, _, ok := runAs(spec, spec.Containers[0]); ok {
+		owner[0] = int(u)
+	}
+	return owner
 }
 
 func (k *Kubelet) waitSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {

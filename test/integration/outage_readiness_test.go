@@ -1,0 +1,284 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// deploymentProbePaths are the readiness, liveness and startup probe paths
+// of the aggregated overlay's Deployment, as rendered.
+func deploymentProbePaths(t *testing.T) (readiness, liveness, startup string) {
+	t.Helper()
+	deploy := &appsv1.Deployment{}
+	fromUnstructured(t, findObject(t, splitManifests(t, renderOverlay(t, "overlays/aggregated")), "Deployment", "event-apiserver"), deploy)
+	c := deploy.Spec.Template.Spec.Containers[0]
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
+		if p == nil || p.HTTPGet == nil {
+			t.Fatalf("the Deployment's container lacks an httpGet readiness, liveness or startup probe: %+v", c)
+		}
+	}
+	return c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, c.StartupProbe.HTTPGet.Path
+}
+
+// TestReadinessDuringEtcdOutage: with etcd stopped, a replica stays ready on
+// the readiness probe path the manifests use, so it stays in its Service
+// and serves what needs no etcd (lists and watches at resourceVersion=0,
+// the watch already open, eventrecords), while its /readyz check
+// etcd-writes fails and what needs etcd gets 503 with Retry-After at once.
+// A replica started while etcd is down is never ready (it exits, as
+// kube-apiserver does). The first recovers by itself when etcd returns, the
+// second at its next start.
+func TestReadinessDuringEtcdOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	readinessPath, livenessPath, startupPath := deploymentProbePaths(t)
+	t.Logf("probe paths from deploy/: readiness %s, liveness %s, startup %s", readinessPath, livenessPath, startupPath)
+
+	etcd := framework.StartEtcd(t)
+	start := func() *framework.Server {
+		return framework.StartServer(t, framework.ServerOptions{
+			EtcdServers: etcd.ClientURL(),
+		})
+	}
+	// Two replicas over one etcd, as the Deployment runs them: the first
+	// rides out the outage, the second is restarted during it.
+	steady, restarted := start(), start()
+	// A quiet start: gRPC's abandoned first dial of every etcd client is
+	// no warning (etcdclient.QuietAbandonedDials).
+	for _, s := range []*framework.Server{steady, restarted} {
+		if s.LogContains("operation was canceled") || s.LogContains("use of closed network connection") {
+			t.Errorf("the server's start logged abandoned etcd dials:\n%s", s.Process().Tail(40))
+		}
+	}
+	admin := adminRawClient(t, steady)
+	client := steady.Client(t)
+
+	ns := uniqueName("outage")
+	for i := range 3 {
+		if _, err := client.CoreV1().Events(ns).Create(ctx, recorderStyleCoreEvent(ns, fmt.Sprintf("before-%d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recordsPath := "/apis/history.eventapiserver.io/v1alpha1/namespaces/" + ns + "/eventrecords"
+	countRecords := func(c *rawClient) (int, response) {
+		r := c.do(t, http.MethodGet, recordsPath, nil, nil)
+		var list historyv1alpha1.EventRecordList
+		if r.code != http.StatusOK || json.Unmarshal(r.body, &list) != nil {
+			return -1, r
+		}
+		return len(list.Items), r
+	}
+	if err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+		n, _ := countRecords(admin)
+		return n == 3, nil
+	}); err != nil {
+		t.Fatalf("history never held the 3 Events: %v", err)
+	}
+	// A watch open before the outage, which must go on through it.
+	openWatch, err := client.CoreV1().Events(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer openWatch.Stop()
+	for range 3 {
+		if ev := <-openWatch.ResultChan(); ev.Type != watch.Added {
+			t.Fatalf("the watch's initial events: %v %+v", ev.Type, ev.Object)
+		}
+	}
+
+	// A probe as the kubelet's: a refused connection is a failure, not an error.
+	probe := func(c *rawClient, path string) response {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := c.client.Do(req)
+		if err != nil {
+			return response{body: []byte(err.Error())}
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return response{code: resp.StatusCode, body: body}
+	}
+	if r := probe(admin, readinessPath); r.code != http.StatusOK {
+		t.Fatalf("readiness probe %s before the outage: %d %s", readinessPath, r.code, r.body)
+	}
+
+	if err := etcd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	if err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+		return probe(admin, "/readyz/etcd-writes").code != http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("/readyz/etcd-writes still passes with etcd stopped: %v", err)
+	}
+	t.Logf("/readyz/etcd-writes failed %v after etcd stopped", time.Since(stoppedAt).Round(time.Millisecond))
+
+	t.Run("the probe path stays ready, the writes check fails", func(t *testing.T) {
+		if r := probe(admin, readinessPath+"&verbose"); r.code != http.StatusOK {
+			t.Errorf("readiness probe %s during the outage: %d\n%s", readinessPath, r.code, r.body)
+		} else if !strings.Contains(string(r.body), "[+]watch-cache ok") {
+			t.Errorf("the readiness probe does not run the watch-cache check:\n%s", r.body)
+		}
+		if r := probe(admin, livenessPath); r.code != http.StatusOK {
+			t.Errorf("liveness probe %s during the outage: %d %s", livenessPath, r.code, r.body)
+		}
+		// Unfiltered, /readyz says what kube-apiserver's would: not all is well.
+		r := probe(admin, "/readyz?verbose")
+		if r.code == http.StatusOK || !strings.Contains(string(r.body), "[-]etcd-writes failed") {
+			t.Errorf("/readyz during the outage: %d, want a failure naming etcd-writes:\n%s", r.code, r.body)
+		}
+		if got := metricValue(t, steady.Config(t), "event_apiserver_etcd_writes_available", nil); got != 0 {
+			t.Errorf("event_apiserver_etcd_writes_available = %v during the outage, want 0", got)
+		}
+	})
+
+	t.Run("what needs no etcd is served, what needs it gets 503 with Retry-After", func(t *testing.T) {
+		oneShot := withoutRetries(admin)
+		for _, c := range []struct {
+			what, method, path string
+			want               int
+		}{
+			{"create", http.MethodPost, "/api/v1/namespaces/" + ns + "/events", http.StatusServiceUnavailable},
+			{"GET by name", http.MethodGet, "/api/v1/namespaces/" + ns + "/events/before-0", http.StatusServiceUnavailable},
+			{"consistent LIST", http.MethodGet, "/api/v1/namespaces/" + ns + "/events", http.StatusServiceUnavailable},
+			{"LIST at resourceVersion=0", http.MethodGet, "/api/v1/namespaces/" + ns + "/events?resourceVersion=0", http.StatusOK},
+			{"events.k8s.io LIST at resourceVersion=0", http.MethodGet, "/apis/events.k8s.io/v1/namespaces/" + ns + "/events?resourceVersion=0", http.StatusOK},
+			{"eventrecords", http.MethodGet, recordsPath, http.StatusOK},
+		} {
+			var o createOutcome
+			if c.method == http.MethodPost {
+				body, err := json.Marshal(recorderStyleCoreEvent(ns, "during"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				o = send(oneShot, c.method, c.path, body, http.StatusCreated)
+			} else {
+				o = send(oneShot, c.method, c.path, nil, http.StatusOK)
+			}
+			t.Logf("%s: %d %s %q (Retry-After %q) in %v", c.what, o.code, o.reason, o.message, o.retryAfter, o.took.Round(time.Millisecond))
+			if o.code != c.want {
+				t.Errorf("%s %s during the outage: %d %q, want %d", c.what, c.path, o.code, o.message, c.want)
+			}
+			if o.code == http.StatusServiceUnavailable && (o.reason != metav1.StatusReasonServiceUnavailable || o.retryAfter == "") {
+				t.Errorf("%s: 503 %q without Retry-After", c.what, o.reason)
+			}
+			if o.took > 5*time.Second {
+				t.Errorf("%s took %v: the 503 must come at once", c.what, o.took)
+			}
+		}
+		if n, r := countRecords(admin); n != 3 {
+			t.Errorf("eventrecords during the outage: %d items (%d %s), want 3", n, r.code, r.body)
+		}
+		// A new watch from the cache, and the one opened before.
+		w, err := client.CoreV1().Events(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			t.Fatalf("a watch at resourceVersion=0 during the outage: %v", err)
+		}
+		defer w.Stop()
+		for range 3 {
+			if ev := <-w.ResultChan(); ev.Type != watch.Added {
+				t.Fatalf("a watch opened during the outage: %v %+v", ev.Type, ev.Object)
+			}
+		}
+		select {
+		case ev, ok := <-openWatch.ResultChan():
+			t.Errorf("the watch opened before the outage ended or got %v (open %v): %+v", ev.Type, ok, ev.Object)
+		default:
+		}
+	})
+
+	t.Run("a replica started during the outage is not ready", func(t *testing.T) {
+		// As kube-apiserver, the server cannot build its storage without
+		// etcd (the generic storage factory's compactor dials with
+		// grpc.WithBlock for 20 s): it exits, and the kubelet restarts it
+		// with a back-off, until etcd answers. It must never pass its
+		// readiness probe meanwhile.
+		if err := restarted.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := restarted.Process().Start(); err != nil {
+			t.Fatal(err)
+		}
+		restartedAdmin := adminRawClient(t, restarted)
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			if r := probe(restartedAdmin, readinessPath); r.code == http.StatusOK {
+				return false, fmt.Errorf("the replica started while etcd is down passed its readiness probe")
+			}
+			return !restarted.Running(), nil
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, restarted.Process().Tail(20))
+		}
+		if !restarted.LogContains("creating Event storage") {
+			t.Errorf("the replica started while etcd is down exited without saying why:\n%s", restarted.Process().Tail(20))
+		}
+	})
+
+	t.Run("the outage lasts, the steady replica stays ready", func(t *testing.T) {
+		// Across several etcd health probes and readiness periods.
+		probes := 0
+		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			probes++
+			if r := probe(admin, readinessPath); r.code != http.StatusOK {
+				t.Errorf("readiness probe %d during the outage: %d %s", probes, r.code, r.body)
+				return true, nil
+			}
+			return false, nil
+		})
+		if r := send(withoutRetries(admin), http.MethodGet, "/api/v1/namespaces/"+ns+"/events?resourceVersion=0", nil, http.StatusOK); r.code != http.StatusOK {
+			t.Errorf("LIST at resourceVersion=0 %v into the outage: %d %q", time.Since(stoppedAt).Round(time.Second), r.code, r.message)
+		}
+	})
+
+	if err := etcd.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restartedAt := time.Now()
+	t.Run("everything recovers when etcd returns", func(t *testing.T) {
+		// What the kubelet's next restart of the exited replica does.
+		if err := restarted.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*framework.Server{steady, restarted} {
+			c := adminRawClient(t, s)
+			// The storage's client redials with gRPC's backoff, up to two
+			// minutes apart.
+			err := wait.PollUntilContextTimeout(ctx, pollInterval, 3*time.Minute, true, func(context.Context) (bool, error) {
+				return probe(c, "/readyz").code == http.StatusOK && probe(c, readinessPath).code == http.StatusOK, nil
+			})
+			if err != nil {
+				t.Fatalf("%s: /readyz or the probe path not ok after etcd returned: %v\n%s", s.URL, err, probe(c, "/readyz?verbose").body)
+			}
+			if _, err := s.Client(t).CoreV1().Events(ns).Create(ctx, recorderStyleCoreEvent(ns, uniqueName("after")), metav1.CreateOptions{}); err != nil {
+				t.Errorf("%s: create after etcd returned: %v", s.URL, err)
+			}
+			if r := probe(c, "/readyz/etcd-writes"); r.code != http.StatusOK {
+				t.Errorf("%s: /readyz/etcd-writes after etcd returned: %d %s", s.URL, r.code, r.body)
+			}
+			if got := metricValue(t, s.Config(t), "event_apiserver_etcd_writes_available", nil); got != 1 {
+				t.Errorf("%s: event_apiserver_etcd_writes_available = %v after etcd returned, want 1", s.URL, got)
+			}
+		}
+		t.Logf("both replicas ready and writing %v after etcd restarted", time.Since(restartedAt).Round(time.Millisecond))
+	})
+}
