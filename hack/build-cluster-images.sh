@@ -10,6 +10,9 @@
 #   kube-apiserver.tar, kube-controller-manager.tar, kube-scheduler.tar
 #                                registry.k8s.io/<name>:v1.36.3, kubeadm's
 #                                static pods
+#   postgres.tar                 docker.io/library/postgres:17, the image
+#                                deploy/components/postgres names, made of
+#                                Debian's PostgreSQL server (hack/postgresimage)
 # and event-apiserver.tar, the project's image (hack/build-image.sh).
 # Builds etcd, CoreDNS and the Kubernetes commands first where they are not
 # built (all cached). Writing the archives takes seconds.
@@ -41,4 +44,10 @@ for c in kube-apiserver kube-controller-manager kube-scheduler; do
 done
 log "Writing the cluster images into ${out}"
 go run ./hack/clusterimages --arch="$(go env GOARCH)" --created="${EA_BUILD_EPOCH}" --output-dir="${out}" "${images[@]}"
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -buildid=" -o "${out}/postgres-entrypoint" ./hack/postgres-entrypoint
+pg_dir="$(dirname "$(dirname "$(ls -d /usr/lib/postgresql/*/bin/postgres | sort -V | tail -1)")")"
+[[ -d "${pg_dir}" ]] || fail "no PostgreSQL server in /usr/lib/postgresql (hack/install-test-packages.sh installs it)"
+go run ./hack/postgresimage --arch="$(go env GOARCH)" --created="${EA_BUILD_EPOCH}" --output="${out}/postgres.tar" \
+  --entrypoint="${out}/postgres-entrypoint" --pg-dir="${pg_dir}" --share-dir="/usr/share/postgresql/$(basename "${pg_dir}")" \
+  --reference="docker.io/library/postgres:17"
 bash hack/build-image.sh

@@ -31,7 +31,9 @@
 #                containerd, kube-proxy, CoreDNS) on this machine, as root,
 #                after everything else so that it has the machine alone. Its
 #                CoreDNS and images are built in the background phase above
-#                (hack/build-cluster-images.sh).
+#                (hack/build-cluster-images.sh). TestGuideInstall runs
+#                docs/aggregated.md's install blocks on it (several minutes,
+#                two of them an events etcd outage).
 # The logs of the go test runs are in _output/go-test-*.log.
 #
 # Env: GO_TEST_FLAGS adds flags to every go test (e.g. -run, -v).
@@ -216,7 +218,7 @@ cluster() {
     log "not root: the real-kubelet tier (test/cluster) needs root and is skipped"
   fi
   # shellcheck disable=SC2086
-  go test "${without_gogc[@]}" -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./test/cluster/ 2>&1 |
+  go test "${without_gogc[@]}" -count=1 -timeout 40m ${GO_TEST_FLAGS:-} ./test/cluster/ 2>&1 |
     tee "${OUT}/go-test-cluster.log"
 }
 timed "Concurrency-heavy integration tests, with the race detector" integration_race

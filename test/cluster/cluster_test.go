@@ -138,14 +138,22 @@ func TestRealKubeletEvents(t *testing.T) {
 	mustKubectl(t, ctx, c, "create", "namespace", "e2e")
 	mustKubectl(t, ctx, c, "-n", "e2e", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10.2", "--replicas=2")
 	mustKubectl(t, ctx, c, "-n", "e2e", "rollout", "status", "deployment/web", "--timeout=3m")
-	pod := strings.Fields(mustKubectl(t, ctx, c, "-n", "e2e", "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[0].metadata.name}"))[0]
+	checkPodEvents(t, ctx, c, "e2e", "app=web")
+}
 
+// checkPodEvents finds the Events the scheduler and the kubelet wrote about
+// one of the pods the selector matches through both Events APIs, in
+// `kubectl describe pod` and in `kubectl events`.
+func checkPodEvents(t *testing.T, ctx context.Context, c *cluster.Cluster, ns, selector string) {
+	t.Helper()
+	pod := strings.Fields(mustKubectl(t, ctx, c, "-n", ns, "get", "pods", "-l", selector, "-o", "jsonpath={.items[0].metadata.name}"))[0]
 	want := map[string]string{"Scheduled": "default-scheduler", "Pulled": "kubelet", "Created": "kubelet", "Started": "kubelet"}
 	var last error
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		e, err := podEvents(ctx, c, "e2e", pod)
+		e, err := podEvents(ctx, c, ns, pod)
 		if err != nil {
-			return false, err
+			last = err
+			return false, nil
 		}
 		last = e.has(want)
 		return last == nil, nil
@@ -154,7 +162,7 @@ func TestRealKubeletEvents(t *testing.T) {
 		t.Fatalf("the scheduler's and the kubelet's Events about pod %s: %v (last: %v)", pod, err, last)
 	}
 
-	describe := mustKubectl(t, ctx, c, "-n", "e2e", "describe", "pod", pod)
+	describe := mustKubectl(t, ctx, c, "-n", ns, "describe", "pod", pod)
 	_, events, ok := strings.Cut(describe, "\nEvents:")
 	if !ok {
 		t.Fatalf("kubectl describe pod has no Events section:\n%s", describe)
@@ -164,7 +172,7 @@ func TestRealKubeletEvents(t *testing.T) {
 			t.Errorf("kubectl describe pod: no %s Event from %s in:\n%s", reason, component, events)
 		}
 	}
-	forPod := mustKubectl(t, ctx, c, "-n", "e2e", "events", "--for=pod/"+pod)
+	forPod := mustKubectl(t, ctx, c, "-n", ns, "events", "--for=pod/"+pod)
 	for reason := range want {
 		if !containsLine(forPod, reason, "Pod/"+pod) {
 			t.Errorf("kubectl events --for=pod/%s: no %s Event in:\n%s", pod, reason, forPod)
