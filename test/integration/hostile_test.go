@@ -263,10 +263,12 @@ func hostileCases() []hostileCase {
 				"invalid selector: 'reason'; can't understand 'reason'"},
 		},
 		{
-			name: "field selector with a set operator",
-			req:  get(eventsEventsPath + "?fieldSelector=reason%20in%20(a)"),
+			// Well-formed sets are served (TestSetFieldSelectors); an
+			// unclosed one falls through to kube-apiserver's own parser.
+			name: "field selector with an unclosed set",
+			req:  get(eventsEventsPath + "?fieldSelector=reason%20in%20(a"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
-				"invalid selector: 'reason in (a)'; can't understand 'reason in (a)'"},
+				"invalid selector: 'reason in (a'; can't understand 'reason in (a'"},
 		},
 		{
 			// Go's HTTP server refuses the 1.2 MB URL before any handler.
