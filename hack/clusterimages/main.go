@@ -6,7 +6,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -73,24 +72,7 @@ func write(output string, img imageFlag, arch string, created time.Time) error {
 			WorkingDir: "/",
 		},
 	}
-	tmp := output + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := image.Write(w, spec); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, output); err != nil {
+	if err := image.WriteFile(output, spec); err != nil {
 		return err
 	}
 	fmt.Println(spec.Reference())

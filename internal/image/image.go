@@ -12,12 +12,14 @@ package image
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -118,6 +120,30 @@ type DockerManifest struct {
 
 // Reference is name:tag.
 func (s Spec) Reference() string { return s.Name + ":" + s.Tag }
+
+// WriteFile writes the image archive to path through a temporary file
+// renamed into place, so a build cut short never leaves a partial archive
+// that a later cached build would take for a whole one.
+func WriteFile(path string, s Spec) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := Write(w, s); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
 
 // Write writes the image archive to w.
 func Write(w io.Writer, s Spec) error {
