@@ -109,11 +109,27 @@ func (c *aggregatedCluster) registerAPIService(t *testing.T) {
 		}, metav1.CreateOptions{})
 		return err
 	})
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		svc, err := aggregator.ApiregistrationV1().APIServices().Get(ctx, "v1.events.k8s.io", metav1.GetOptions{})
+	waitAPIServiceAvailable(t, aggregator, "v1.events.k8s.io", 90*time.Second)
+	// Discovery through kube-apiserver follows the APIService a moment later.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.client.EventsV1().Events("default").List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("events.k8s.io/v1 not served through kube-apiserver: %v", err)
+	}
+}
+
+// waitAPIServiceAvailable waits for the APIService's Available condition.
+func waitAPIServiceAvailable(t *testing.T, aggregator aggregatorclient.Interface, name string, timeout time.Duration) {
+	t.Helper()
+	var last *apiregistrationv1.APIService
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		svc, err := aggregator.ApiregistrationV1().APIServices().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
+		last = svc
 		for _, cond := range svc.Status.Conditions {
 			if cond.Type == apiregistrationv1.Available {
 				return cond.Status == apiregistrationv1.ConditionTrue, nil
@@ -122,16 +138,7 @@ func (c *aggregatedCluster) registerAPIService(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		svc, _ := aggregator.ApiregistrationV1().APIServices().Get(ctx, "v1.events.k8s.io", metav1.GetOptions{})
-		t.Fatalf("APIService v1.events.k8s.io never became Available: %v: %+v", err, svc.Status)
-	}
-	// Discovery through kube-apiserver follows the APIService a moment later.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.client.EventsV1().Events("default").List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("events.k8s.io/v1 not served through kube-apiserver: %v", err)
+		t.Fatalf("APIService %s not Available: %v: %+v", name, err, last)
 	}
 }
 

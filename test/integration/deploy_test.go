@@ -35,7 +35,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/utils/ptr"
 
@@ -772,23 +771,7 @@ func (c *deployedCluster) waitAvailable(t *testing.T, timeout time.Duration) {
 
 func (c *deployedCluster) waitAvailableCondition(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	var last *apiregistrationv1.APIService
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		svc, err := c.aggregator.ApiregistrationV1().APIServices().Get(ctx, "v1.events.k8s.io", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = svc
-		for _, cond := range svc.Status.Conditions {
-			if cond.Type == apiregistrationv1.Available {
-				return cond.Status == apiregistrationv1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("APIService v1.events.k8s.io not Available: %v: %+v", err, last)
-	}
+	waitAPIServiceAvailable(t, c.aggregator, "v1.events.k8s.io", timeout)
 }
 
 // load lists events.k8s.io/v1 Events through kube-apiserver without pause

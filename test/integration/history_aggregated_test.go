@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
-	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 )
@@ -26,27 +23,7 @@ func TestHistoryAggregated(t *testing.T) {
 	t.Parallel()
 	c := startAggregatedCluster(t)
 	ctx := pollCtx(t)
-	caBundle, err := os.ReadFile(c.events.CACertFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	aggregator, err := aggregatorclient.NewForConfig(c.kube.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := int32(c.events.Port)
-	// The APIService deploy/ needs for history (the test's Service namespace aside).
-	mustCreate(t, func() error {
-		_, err := aggregator.ApiregistrationV1().APIServices().Create(ctx, &apiregistrationv1.APIService{
-			ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.history.eventapiserver.io"},
-			Spec: apiregistrationv1.APIServiceSpec{
-				Group: "history.eventapiserver.io", Version: "v1alpha1",
-				GroupPriorityMinimum: 1000, VersionPriority: 15, CABundle: caBundle,
-				Service: &apiregistrationv1.ServiceReference{Namespace: aggregatedServiceNamespace, Name: "event-apiserver", Port: &port},
-			},
-		}, metav1.CreateOptions{})
-		return err
-	})
+	c.registerHistoryAPIService(t)
 
 	ns := uniqueName("history-agg")
 	c.createNamespace(t, ns)
@@ -61,7 +38,7 @@ func TestHistoryAggregated(t *testing.T) {
 
 	path := "/apis/history.eventapiserver.io/v1alpha1/namespaces/" + ns + "/eventrecords"
 	var records historyv1alpha1.EventRecordList
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		body, err := c.client.Discovery().RESTClient().Get().AbsPath(path).Param("fieldSelector", "regarding.uid=uid-agg").DoRaw(ctx)
 		if err != nil {
 			return false, nil

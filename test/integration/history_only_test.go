@@ -25,7 +25,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
@@ -221,28 +220,6 @@ func startKubeScheduler(t *testing.T, kube *framework.KubeAPIServer) {
 			t.Logf("kube-scheduler log:\n%s", p.Tail(40))
 		}
 	})
-}
-
-// waitAPIServiceAvailable waits for the APIService's Available condition.
-func waitAPIServiceAvailable(t *testing.T, aggregator aggregatorclient.Interface, name string, timeout time.Duration) {
-	t.Helper()
-	var last *apiregistrationv1.APIService
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		svc, err := aggregator.ApiregistrationV1().APIServices().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = svc
-		for _, cond := range svc.Status.Conditions {
-			if cond.Type == apiregistrationv1.Available {
-				return cond.Status == apiregistrationv1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("APIService %s not Available: %v: %+v", name, err, last)
-	}
 }
 
 // apiTruth is every Event version and deletion kube-apiserver served, from

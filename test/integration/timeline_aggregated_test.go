@@ -129,7 +129,6 @@ func listRecordsThrough(ctx context.Context, c *aggregatedCluster, ns string) ([
 
 // registerHistoryAPIService routes history.eventapiserver.io/v1alpha1 to
 // event-apiserver, as deploy/ does (the test's Service namespace aside).
-// TestHistoryAggregated registers the same APIService inline.
 func (c *aggregatedCluster) registerHistoryAPIService(t *testing.T) {
 	t.Helper()
 	caBundle, err := os.ReadFile(c.events.CACertFile())
