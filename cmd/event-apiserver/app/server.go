@@ -122,9 +122,10 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	// fatal carries why the server stopped on its own, so that the process
 	// exits non-zero and a supervisor (Restart=on-failure) restarts it.
 	fatal := make(chan error, 1)
-	if o.History.Only {
+	switch {
+	case o.History.Only:
 		// No etcd at all.
-	} else if o.Embedded() {
+	case o.Embedded():
 		embedded, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
 			DataDir:                filepath.Join(o.DataDir, "etcd"),
 			ClientAddress:          o.EmbeddedEtcd.ClientAddress,
@@ -153,7 +154,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 			}
 		}()
 		o.Etcd.StorageConfig.Transport.ServerList = []string{embedded.ClientURL()}
-	} else {
+	default:
 		go watchresume.WarnWithoutProgressNotify(ctx, o.Etcd.StorageConfig.Transport, o.Etcd.StorageConfig.Prefix, watchresume.ProgressCheckTimeout)
 	}
 
