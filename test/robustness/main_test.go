@@ -25,6 +25,10 @@ var (
 	durationFlag = flag.Duration("robustness-duration", 75*time.Second, "how long traffic and faults run")
 	writersFlag  = flag.Int("writers", 3, "concurrent writers, each about 8 writes a second")
 	faultsFlag   = flag.String("faults", "", "comma-separated fault kinds to pick from (default: all)")
+	// More informers on all namespaces cost the servers little beside the
+	// writes (a watch event is encoded once per watcher), so they are how a
+	// long run on a small machine checks many watch events.
+	watchersFlag = flag.Int("extra-watchers", 0, "informer-style watchers on all namespaces, beside the four every run has")
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }

@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -30,6 +31,9 @@ func TestRobustness(t *testing.T) {
 	if *writersFlag < 1 || *writersFlag > 100 {
 		t.Fatalf("-writers=%d: from 1 to 100", *writersFlag)
 	}
+	if *watchersFlag < 0 || *watchersFlag > 20 {
+		t.Fatalf("-extra-watchers=%d: from 0 to 20", *watchersFlag)
+	}
 	started := time.Now()
 	c := startCluster(t)
 	ctx := context.Background()
@@ -54,6 +58,9 @@ func TestRobustness(t *testing.T) {
 	trafficCtx, stopTraffic := context.WithTimeout(ctx, *durationFlag)
 	defer stopTraffic()
 	watchers = append(watchers, &watcher{tr: tr, rec: checker.Watcher{Name: "away-now-and-then"}, awayUntil: trafficCtx})
+	for i := range *watchersFlag {
+		watchers = append(watchers, &watcher{tr: tr, rec: checker.Watcher{Name: fmt.Sprintf("all-namespaces-%d", i+2)}})
+	}
 	var watching sync.WaitGroup
 	for i, w := range watchers {
 		watching.Go(func() { w.run(watchCtx, rngFor(100+uint64(i))) })
