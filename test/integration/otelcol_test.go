@@ -108,6 +108,7 @@ service:
 // file exporter: the watch event type and the eventrecord it carried.
 type exportedRecord struct {
 	watchType string
+	name      string
 	key       versionKey
 	deleted   bool
 	reason    string
@@ -142,6 +143,8 @@ func (c *collectorRun) readExported(t *testing.T) []exportedRecord {
 				for _, lr := range sl.LogRecords {
 					body, _ := lr.Body.value().(map[string]any)
 					obj, _ := body["object"].(map[string]any)
+					objMeta, _ := obj["metadata"].(map[string]any)
+					name, _ := objMeta["name"].(string)
 					event, _ := obj["event"].(map[string]any)
 					meta, _ := event["metadata"].(map[string]any)
 					uid, _ := meta["uid"].(string)
@@ -152,7 +155,7 @@ func (c *collectorRun) readExported(t *testing.T) []exportedRecord {
 					if uid == "" || rv == "" || typ == "" {
 						t.Fatalf("%s: a log record whose body is not a watch event of an eventrecord: %v", c.out, body)
 					}
-					out = append(out, exportedRecord{watchType: typ, key: versionKey{uid, rv}, deleted: deleted,
+					out = append(out, exportedRecord{watchType: typ, name: name, key: versionKey{uid, rv}, deleted: deleted,
 						reason: reason, attrs: otlpAttributes(lr.Attributes), resource: resource})
 				}
 			}
@@ -505,7 +508,8 @@ func TestOTelCollectorFeed(t *testing.T) {
 			}
 		}
 		for _, r := range kept {
-			if r.attrs["k8s.resource.name"] != "eventrecords" || r.attrs["event.domain"] != "k8s" || r.resource["k8s.namespace.name"] != ns {
+			if r.attrs["k8s.resource.name"] != "eventrecords" || r.attrs["event.domain"] != "k8s" || r.attrs["event.name"] != r.name ||
+				r.name != versionName[r.key]+"."+r.key.rv || r.resource["k8s.namespace.name"] != ns {
 				t.Errorf("%s: record %v has attributes %v and resource %v", c.name, r.key, r.attrs, r.resource)
 				break
 			}
