@@ -9,7 +9,9 @@
 #   kube         etcd and the Kubernetes v1.36.3 commands (kube-apiserver,
 #                kubectl, and the kubelet, kube-proxy, scheduler,
 #                controller-manager and kubeadm of the real-cluster tier),
-#                and krew, which checks the plugin's manifest, built from the
+#                krew, which checks the plugin's manifest, and the
+#                OpenTelemetry Collector of TestOTelCollectorFeed (the
+#                collector builder, hack/build-otelcol.sh), built from the
 #                Go module proxy into _output/bin (instant when cached), in
 #                the background from here on: only the integration tiers
 #                need them, and the phases beside it compile other trees.
@@ -142,9 +144,9 @@ timed "Verifying: gofmt, go vet" vet
 # the kube build starts only now that go vet has compiled what it shares,
 # and beside it run phases that compile other trees (the generators,
 # staticcheck's own analysis, the fuzzing and race builds).
-log "Building etcd, the Kubernetes commands, krew, CoreDNS and the cluster images in the background (log: _output/build-deps.log)"
+log "Building etcd, the Kubernetes commands, krew, the OpenTelemetry Collector, CoreDNS and the cluster images in the background (log: _output/build-deps.log)"
 deps_start=${SECONDS}
-(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-krew.sh && bash hack/build-cluster-images.sh) >"${OUT}/build-deps.log" 2>&1 &
+(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-krew.sh && bash hack/build-otelcol.sh && bash hack/build-cluster-images.sh) >"${OUT}/build-deps.log" 2>&1 &
 deps_pid=$!
 
 # --- verify
@@ -185,7 +187,7 @@ wait_deps() {
   fi
   log "test dependencies were ready $((SECONDS - deps_start))s after the build started"
 }
-timed "Waiting for etcd, the Kubernetes commands and the cluster images" wait_deps
+timed "Waiting for etcd, the Kubernetes commands, the collector and the cluster images" wait_deps
 
 # The concurrency-heavy tests (watch, storm, etcd outages), where the race
 # detector finds most; the server is built with it too, into _output/bin/race.
