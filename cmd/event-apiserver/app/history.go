@@ -50,6 +50,7 @@ type HistoryOptions struct {
 	BatchSize         int
 	BatchInterval     time.Duration
 	MaxQueueBytes     int64
+	BehindTimeout     time.Duration
 }
 
 func NewHistoryOptions() *HistoryOptions {
@@ -61,6 +62,7 @@ func NewHistoryOptions() *HistoryOptions {
 		BatchSize:         500,
 		BatchInterval:     time.Second,
 		MaxQueueBytes:     64 << 20,
+		BehindTimeout:     90 * time.Second,
 	}
 }
 
@@ -97,6 +99,10 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxQueueBytes, "history-max-queue-bytes", o.MaxQueueBytes,
 		"Bytes of Event changes read from etcd (or kube-apiserver) and not yet written to history; when full, "+
 			"capture stops reading until the store catches up.")
+	fs.DurationVar(&o.BehindTimeout, "history-capture-behind-timeout", o.BehindTimeout,
+		"With --history-only: how long kube-apiserver's resourceVersion may stay below the one history captured "+
+			"up to (its etcd restored from a backup) before capture lists all Events again and resumes from "+
+			"kube-apiserver's (event_apiserver_history_capture_relists_total{reason=\"restored\"}).")
 }
 
 // Complete reads --history-dsn-file. A file that cannot be read or holds
@@ -141,6 +147,9 @@ func (o *HistoryOptions) Validate() []error {
 	if o.RetentionInterval <= 0 || o.BatchInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--history-retention-interval and --history-batch-interval must be positive"))
 	}
+	if o.BehindTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--history-capture-behind-timeout must be positive"))
+	}
 	if o.BatchSize <= 0 || o.MaxQueueBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--history-batch-size and --history-max-queue-bytes must be positive"))
 	}
@@ -172,6 +181,7 @@ func (o *HistoryOptions) captureConfig() capture.Config {
 		BatchSize:     o.BatchSize,
 		BatchInterval: o.BatchInterval,
 		MaxQueueBytes: o.MaxQueueBytes,
+		BehindTimeout: o.BehindTimeout,
 	}
 }
 
