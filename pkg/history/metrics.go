@@ -32,16 +32,20 @@ var (
 	Relists = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "event_apiserver", Subsystem: "history", Name: "capture_relists_total",
 		Help: "Full reads of all Events: reason start (no stored revision), compacted (etcd compacted " +
-			"past the stored revision) or expired (kube-apiserver answered 410 Gone to a watch from it); " +
-			"after compacted or expired, versions written and replaced while capture was away are lost.",
+			"past the stored revision), expired (kube-apiserver answered 410 Gone to a watch from it) or restored " +
+			"(kube-apiserver's resourceVersion stayed below it: its etcd was restored from a backup); " +
+			"after compacted, expired or restored, versions written and replaced while capture was away are lost.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	RelistChangedEvents = newCounter("capture_relist_changed_events_total",
 		"Events that a relist after a 410 from kube-apiserver found changed since capture's resourceVersion: "+
 			"each may have had versions replaced unseen.")
 	RelistLostVersions = newCounter("capture_relist_lost_versions_total",
-		"Estimate of the Event versions a relist after a 410 from kube-apiserver could not store, from the "+
+		"Estimate of the Event versions a relist after a 410 from kube-apiserver, or after its etcd was restored, could not store, from the "+
 			"Events' counts (exact for core/v1 recorders; Events created and deleted while capture was away are not counted).")
+	RelistRewoundRevisions = newCounter("capture_relist_rewound_revisions_total",
+		"Revisions history's progress went back by in relists with reason restored: the stored resourceVersion "+
+			"less kube-apiserver's when capture gave it up (kube-apiserver's etcd restored from a backup).")
 	Rows = newGauge("rows",
 		"Event versions in the history store, as of the last retention pass.")
 	Bytes = newGauge("bytes",
@@ -68,6 +72,6 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(CapturedRevision, EtcdRevision, LagRevisions, LagSeconds, QueueBytes,
-			VersionsWritten, DeletionsWritten, DecodeErrors, StoreErrors, Relists, RelistChangedEvents, RelistLostVersions, Rows, Bytes, RetentionDeleted)
+			VersionsWritten, DeletionsWritten, DecodeErrors, StoreErrors, Relists, RelistChangedEvents, RelistLostVersions, RelistRewoundRevisions, Rows, Bytes, RetentionDeleted)
 	})
 }

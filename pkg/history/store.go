@@ -43,7 +43,7 @@ type Deletion struct {
 
 // Batch is what capture writes in one transaction. Revision is the etcd
 // revision up to which Source is captured once the batch is stored; it never
-// moves a source's progress backwards.
+// moves a source's progress backwards, unless Rewind says so.
 type Batch struct {
 	Source    string
 	Revision  int64
@@ -51,6 +51,10 @@ type Batch struct {
 	Deletions []Deletion
 	// Gone, after a relist, records the deletions capture could not see.
 	Gone *Gone
+	// Rewind sets Source's progress to Revision even when it is lower: the
+	// revisions it counted went back (kube-apiserver's etcd restored from a
+	// backup), and progress past them would stop every later resume.
+	Rewind bool
 }
 
 // Gone says which Events were in etcd at Revision. Every Event with a

@@ -42,6 +42,8 @@ const settingsEnd = "--- e2e settings ---"
 
 // guideBlock is one shell block of the guide, marked to be run.
 type guideBlock struct {
+	// file is the guide's path, for messages.
+	file     string
 	line     int
 	text     string
 	settings bool
@@ -70,7 +72,7 @@ func guideBlocks(path string) ([]guideBlock, error) {
 		if end == len(lines) {
 			return nil, fmt.Errorf("%s:%d: the block never ends", path, i+2)
 		}
-		blocks = append(blocks, guideBlock{line: i + 2, text: strings.Join(lines[i+2:end], "\n"), settings: marker == settingsMarker})
+		blocks = append(blocks, guideBlock{file: filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path), line: i + 2, text: strings.Join(lines[i+2:end], "\n"), settings: marker == settingsMarker})
 		i = end
 	}
 	return blocks, nil
@@ -100,14 +102,14 @@ func runGuide(t *testing.T, ctx context.Context, c *cluster.Cluster, dir string,
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {
-			t.Fatalf("%s:%d: the guide's block failed after %s: %v\n--- block:\n%s\n--- output:\n%s", guidePath, b.line, time.Since(start).Round(time.Second), err, b.text, out)
+			t.Fatalf("%s:%d: the guide's block failed after %s: %v\n--- block:\n%s\n--- output:\n%s", b.file, b.line, time.Since(start).Round(time.Second), err, b.text, out)
 		}
-		t.Logf("%s:%d: ran in %s: %s", guidePath, b.line, time.Since(start).Round(100*time.Millisecond), firstLine(b.text))
+		t.Logf("%s:%d: ran in %s: %s", b.file, b.line, time.Since(start).Round(100*time.Millisecond), firstLine(b.text))
 		if b.settings {
 			// declare -p prints the values as assignments, quoted.
 			_, values, ok := bytes.Cut(out, []byte(settingsEnd+"\n"))
 			if !ok {
-				t.Fatalf("%s:%d: the settings block printed no values: %s", guidePath, b.line, out)
+				t.Fatalf("%s:%d: the settings block printed no values: %s", b.file, b.line, out)
 			}
 			settings.Write(values)
 		}

@@ -422,6 +422,21 @@ func TestDeployKubeletless(t *testing.T) {
 		}
 	})
 
+	// components/history-postgres hands the DSN over as a file: what ps
+	// and /proc/PID/cmdline show names the file, not the DSN.
+	t.Run("history DSN out of the arguments", func(t *testing.T) {
+		for _, p := range c.replicas {
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.ReplaceAll(string(cmdline), "\x00", " ")
+			if strings.Contains(args, historyDSN) || !strings.Contains(args, "--history-dsn-file=/var/run/secrets/event-apiserver/history/dsn") {
+				t.Errorf("%s runs %s", p.Name, args)
+			}
+		}
+	})
+
 	t.Run("certificates renewed without downtime", func(t *testing.T) {
 		secrets := c.client.CoreV1().Secrets(deployNamespace)
 		first, err := secrets.Get(ctx, "event-apiserver-serving", metav1.GetOptions{})

@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -37,13 +39,18 @@ type HistoryOptions struct {
 	Store string
 	// DSN locates the store; for sqlite a file path, by default
 	// <data-dir>/history/history.db.
-	DSN               string
+	DSN string
+	// DSNFile holds DSN, so a password in it stays out of the process's
+	// arguments (ps, /proc/PID/cmdline), as kube components take secrets
+	// from files; Complete reads it.
+	DSNFile           string
 	Retention         time.Duration
 	MaxBytes          int64
 	RetentionInterval time.Duration
 	BatchSize         int
 	BatchInterval     time.Duration
 	MaxQueueBytes     int64
+	BehindTimeout     time.Duration
 }
 
 func NewHistoryOptions() *HistoryOptions {
@@ -55,6 +62,7 @@ func NewHistoryOptions() *HistoryOptions {
 		BatchSize:         500,
 		BatchInterval:     time.Second,
 		MaxQueueBytes:     64 << 20,
+		BehindTimeout:     90 * time.Second,
 	}
 }
 
@@ -72,7 +80,12 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 			"its own) or postgres (one PostgreSQL 15+ database that every replica shares; --history-dsn).")
 	fs.StringVar(&o.DSN, "history-dsn", o.DSN,
 		"The history store's location: for sqlite a file path (default <data-dir>/history/history.db); "+
-			"for postgres a connection URL or key=value string (postgres://user@host/db?sslmode=verify-full).")
+			"for postgres a connection URL or key=value string (postgres://user@host/db?sslmode=verify-full). "+
+			"Deprecated for a DSN holding a password, which every process on the node can read in the arguments: "+
+			"use --history-dsn-file.")
+	fs.StringVar(&o.DSNFile, "history-dsn-file", o.DSNFile,
+		"A file holding --history-dsn (e.g. a Secret's key mounted as a file), read once at start; a trailing "+
+			"newline is ignored. Keeps a password out of the process's arguments. Exclusive with --history-dsn.")
 	fs.DurationVar(&o.Retention, "history-retention", o.Retention,
 		"How long Event versions are kept in history after capture saw them. Zero: no age limit.")
 	fs.Int64Var(&o.MaxBytes, "history-max-bytes", o.MaxBytes,
@@ -86,6 +99,32 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxQueueBytes, "history-max-queue-bytes", o.MaxQueueBytes,
 		"Bytes of Event changes read from etcd (or kube-apiserver) and not yet written to history; when full, "+
 			"capture stops reading until the store catches up.")
+	fs.DurationVar(&o.BehindTimeout, "history-capture-behind-timeout", o.BehindTimeout,
+		"With --history-only: how long kube-apiserver's resourceVersion may stay below the one history captured "+
+			"up to (its etcd restored from a backup) before capture lists all Events again and resumes from "+
+			"kube-apiserver's (event_apiserver_history_capture_relists_total{reason=\"restored\"}).")
+}
+
+// Complete reads --history-dsn-file. A file that cannot be read or holds
+// nothing stops the start: an empty DSN would fall back to the default
+// SQLite file and keep history where nobody looks for it.
+func (o *HistoryOptions) Complete() error {
+	if o.DSNFile == "" {
+		return nil
+	}
+	if o.DSN != "" {
+		return fmt.Errorf("--history-dsn and --history-dsn-file are two sources of the history store's location: give one")
+	}
+	data, err := os.ReadFile(o.DSNFile)
+	if err != nil {
+		return fmt.Errorf("--history-dsn-file: %w", err)
+	}
+	dsn := strings.TrimRight(string(data), "\r\n")
+	if strings.TrimSpace(dsn) == "" {
+		return fmt.Errorf("--history-dsn-file %s is empty", o.DSNFile)
+	}
+	o.DSN = dsn
+	return nil
 }
 
 func (o *HistoryOptions) Validate() []error {
@@ -97,7 +136,7 @@ func (o *HistoryOptions) Validate() []error {
 	case historyStoreSQLite:
 	case historyStorePostgres:
 		if o.DSN == "" {
-			errs = append(errs, fmt.Errorf("--history-store=postgres needs --history-dsn"))
+			errs = append(errs, fmt.Errorf("--history-store=postgres needs --history-dsn-file (or --history-dsn)"))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--history-store must be %s or %s", historyStoreSQLite, historyStorePostgres))
@@ -107,6 +146,9 @@ func (o *HistoryOptions) Validate() []error {
 	}
 	if o.RetentionInterval <= 0 || o.BatchInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--history-retention-interval and --history-batch-interval must be positive"))
+	}
+	if o.BehindTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--history-capture-behind-timeout must be positive"))
 	}
 	if o.BatchSize <= 0 || o.MaxQueueBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--history-batch-size and --history-max-queue-bytes must be positive"))
@@ -139,6 +181,7 @@ func (o *HistoryOptions) captureConfig() capture.Config {
 		BatchSize:     o.BatchSize,
 		BatchInterval: o.BatchInterval,
 		MaxQueueBytes: o.MaxQueueBytes,
+		BehindTimeout: o.BehindTimeout,
 	}
 }
 

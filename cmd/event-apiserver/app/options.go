@@ -185,6 +185,9 @@ func (o *Options) Complete() error {
 		return err
 	}
 	o.DataDir = dataDir
+	if err := o.History.Complete(); err != nil {
+		return err
+	}
 	if o.History.Only {
 		o.completeHistoryOnly()
 	} else if o.Aggregated.Enabled {

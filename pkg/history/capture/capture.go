@@ -64,6 +64,10 @@ type Config struct {
 	MaxQueueBytes int64
 	// RelistPageSize bounds one etcd range read of a relist.
 	RelistPageSize int64
+	// BehindTimeout is how long kube-apiserver's resourceVersion may stay
+	// below the one capture resumes from (its etcd restored from a backup)
+	// before capture drops it and lists all Events again (kube.go).
+	BehindTimeout time.Duration
 }
 
 const (
@@ -71,6 +75,7 @@ const (
 	defaultBatchInterval  = time.Second
 	defaultMaxQueueBytes  = 64 << 20
 	defaultRelistPageSize = 500
+	defaultBehindTimeout  = 90 * time.Second
 	// itemOverhead approximates an item's bookkeeping beside its value.
 	itemOverhead = 256
 )
@@ -86,6 +91,9 @@ type Capture struct {
 	queue  chan *item
 	budget *semaphore.Weighted
 	ready  readiness
+	// behindSince is when kube-apiserver was first seen behind the
+	// resourceVersion capture resumes from; zero while it is not.
+	behindSince time.Time
 }
 
 // item is one change, or a bare revision (progress notification, end of a
@@ -97,6 +105,9 @@ type item struct {
 	version  *history.Version
 	deletion *history.Deletion
 	gone     *history.Gone
+	// rewind moves the source's progress back to revision: kube-apiserver's
+	// etcd was restored behind it.
+	rewind   bool
 	weight   int64
 	received time.Time
 }
@@ -113,6 +124,9 @@ func New(cfg Config) *Capture {
 	}
 	if cfg.RelistPageSize <= 0 {
 		cfg.RelistPageSize = defaultRelistPageSize
+	}
+	if cfg.BehindTimeout <= 0 {
+		cfg.BehindTimeout = defaultBehindTimeout
 	}
 	return &Capture{
 		cfg: cfg,
@@ -421,6 +435,11 @@ func (c *Capture) store(ctx context.Context, items []item) {
 			// Applied after this batch's versions; a relist ends its batch.
 			batch.Gone = it.gone
 		}
+		if it.rewind {
+			// Revisions went back here: what came before counts no more.
+			batch.Revision = it.revision
+			batch.Rewind = true
+		}
 		weight += c.weight(it)
 	}
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
@@ -447,5 +466,9 @@ func (c *Capture) store(ctx context.Context, items []item) {
 	queuedBytes.add(-weight)
 	history.VersionsWritten.Add(float64(len(batch.Versions)))
 	history.DeletionsWritten.Add(float64(len(batch.Deletions)))
-	capturedRevision(batch.Revision)
+	if batch.Rewind {
+		rewindRevisions(batch.Revision)
+	} else {
+		capturedRevision(batch.Revision)
+	}
 }

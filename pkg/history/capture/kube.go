@@ -32,6 +32,20 @@ const KubernetesSource = "kubernetes-api/v1/events"
 // resourceVersion capture resumes from (410 Gone).
 var errExpired = errors.New("resourceVersion expired")
 
+// errBehind says kube-apiserver's resourceVersion has stayed below the one
+// capture resumes from for Config.BehindTimeout: its etcd was restored from
+// a backup (or replaced). kube-apiserver serves Events from etcd directly
+// by default (no watch cache for Events), and etcd accepts a watch from a
+// future revision and stays silent until it gets there, then sends only
+// the changes after it: capture would wait, and then skip every change in
+// between, without an error. With a watch cache for Events the watch
+// answers "Too large resource version" instead (504, cause
+// ResourceVersionTooLarge, after the cacher waited 3 s), which one slow
+// cache can also cause; so either way capture relists only once
+// kube-apiserver's own resourceVersion, read by a consistent list, stays
+// behind for the timeout.
+var errBehind = errors.New("kube-apiserver's resourceVersion is behind history's")
+
 // kubeEncoder writes Events as kube-apiserver stores them, core/v1
 // protobuf in the k8s envelope, so that what the Kubernetes API source
 // stores reads exactly as what the etcd source stores.
@@ -60,11 +74,22 @@ func (c *Capture) followKube(ctx context.Context) error {
 	c.startedFrom(rv)
 	for ctx.Err() == nil {
 		next, err := c.watchKube(ctx, rv)
-		if errors.Is(err, errExpired) {
+		if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+			// A watch cache behind: a slow one, or a restored etcd.
+			if behind, berr := c.behind(ctx, rv); berr != nil {
+				return berr
+			} else if behind {
+				err = errBehind
+			}
+		}
+		switch {
+		case errors.Is(err, errExpired):
 			klog.InfoS("kube-apiserver no longer serves Event changes from the history capture's resourceVersion "+
 				"(410 Gone): listing all Events again; versions replaced meanwhile are not in history "+
 				"(event_apiserver_history_capture_relist_lost_versions_total estimates how many)", "resourceVersion", next)
 			next, err = c.relistKube(ctx, "expired", next)
+		case errors.Is(err, errBehind):
+			next, err = c.relistKube(ctx, "restored", next)
 		}
 		if err != nil {
 			return err
@@ -72,6 +97,40 @@ func (c *Capture) followKube(ctx context.Context) error {
 		rv = next
 	}
 	return nil
+}
+
+// behind reads kube-apiserver's current resourceVersion (a consistent list
+// of one Event, which reads etcd's revision) and reports whether it has
+// stayed below rv for Config.BehindTimeout.
+func (c *Capture) behind(ctx context.Context, rv int64) (bool, error) {
+	list, err := c.cfg.Kubernetes.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("reading kube-apiserver's resourceVersion: %w", err)
+	}
+	current, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("reading kube-apiserver's resourceVersion %q: %w", list.ResourceVersion, err)
+	}
+	if current >= rv {
+		c.behindSince = time.Time{}
+		return false, nil
+	}
+	if c.behindSince.IsZero() {
+		c.behindSince = time.Now()
+		klog.V(1).InfoS("kube-apiserver's resourceVersion is behind history's", "resourceVersion", current,
+			"historyResourceVersion", rv, "relistAfter", c.cfg.BehindTimeout)
+	}
+	if time.Since(c.behindSince) < c.cfg.BehindTimeout {
+		return false, nil
+	}
+	c.behindSince = time.Time{}
+	klog.InfoS("kube-apiserver's resourceVersion has stayed behind the one history captured up to: its etcd "+
+		"was restored from a backup or replaced. Listing all Events again and resuming from kube-apiserver's "+
+		"resourceVersion; Event versions written since the restore and replaced before this relist are not in "+
+		"history (event_apiserver_history_capture_relist_lost_versions_total estimates how many)",
+		"resourceVersion", current, "historyResourceVersion", rv, "behindFor", c.cfg.BehindTimeout)
+	history.RelistRewoundRevisions.Add(float64(rv - current))
+	return true, nil
 }
 
 // watchKube follows Events from rv until the queue is full, the watch ends
@@ -92,11 +151,29 @@ func (c *Capture) watchKube(ctx context.Context, rv int64) (int64, error) {
 		return rv, fmt.Errorf("watching Events: %w", err)
 	}
 	defer w.Stop()
+	// A watch with nothing to say may be one from a future revision, which
+	// etcd keeps silent (errBehind): while it is quiet, capture checks.
+	check := time.NewTicker(c.behindCheckInterval())
+	defer check.Stop()
+	quiet := true
 	for {
 		var ev watch.Event
 		var open bool
 		select {
 		case ev, open = <-w.ResultChan():
+			quiet = false
+		case <-check.C:
+			if quiet {
+				behind, err := c.behind(ctx, rv)
+				if err != nil {
+					return rv, err
+				}
+				if behind {
+					return rv, errBehind
+				}
+			}
+			quiet = true
+			continue
 		case <-ctx.Done():
 			return rv, nil
 		}
@@ -131,6 +208,13 @@ func (c *Capture) watchKube(ctx context.Context, rv int64) (int64, error) {
 		}
 		rv = it.revision
 	}
+}
+
+// behindCheckInterval is how often a quiet watch checks whether
+// kube-apiserver is behind: a few times per BehindTimeout, at most every
+// 15 s (one list of one Event).
+func (c *Capture) behindCheckInterval() time.Duration {
+	return min(c.cfg.BehindTimeout/4, 15*time.Second)
 }
 
 // kubeItem is the queue item for one watch event: a version, a deletion, or
@@ -207,9 +291,17 @@ func (c *Capture) relistKube(ctx context.Context, reason string, resumedFrom int
 			if !ok {
 				continue
 			}
-			if reason == "expired" && it.revision > resumedFrom {
+			switch {
+			case reason == "expired" && it.revision > resumedFrom:
 				changed++
-				lost += c.lostBefore(ctx, event, it.version)
+				lost += c.lostBefore(ctx, event, it.version, true)
+			case reason == "restored" && it.version != nil:
+				// Revisions went back: whether an Event changed shows
+				// only in its count against history's newest version.
+				if n := c.lostBefore(ctx, event, it.version, false); n > 0 {
+					changed++
+					lost += n
+				}
 			}
 			if err := c.enqueue(ctx, it); err != nil {
 				return 0, err
@@ -222,9 +314,12 @@ func (c *Capture) relistKube(ctx context.Context, reason string, resumedFrom int
 		opts.Continue = list.Continue
 	}
 	last := item{revision: listRV, weight: itemOverhead}
-	if reason == "expired" {
+	if reason == "expired" || reason == "restored" {
 		// Events deleted while capture was away left no DELETED to see.
-		last.gone = &history.Gone{Revision: listRV, Live: live, At: time.Now()}
+		// After a restore, every Event history holds up to where it
+		// stood and kube-apiserver no longer has is gone.
+		last.gone = &history.Gone{Revision: max(listRV, resumedFrom), Live: live, At: time.Now()}
+		last.rewind = reason == "restored"
 		last.weight += int64(len(live)) * 64
 		history.RelistChangedEvents.Add(float64(changed))
 		history.RelistLostVersions.Add(float64(lost))
@@ -244,7 +339,9 @@ func (c *Capture) relistKube(ctx context.Context, reason string, resumedFrom int
 // occurrence (count), an events.k8s.io/v1 recorder one for the first and
 // one each time it updates its series (series.count, the occurrences so
 // far), less often than it counts, so there it is an upper estimate.
-func (c *Capture) lostBefore(ctx context.Context, event *corev1.Event, v *history.Version) int64 {
+// revisionsOrdered says history's revisions and v's are one sequence (not
+// so after a restore), so a newer stored one means nothing was lost.
+func (c *Capture) lostBefore(ctx context.Context, event *corev1.Event, v *history.Version, revisionsOrdered bool) int64 {
 	listed := occurrences(event.Count, event.Series)
 	records, err := c.cfg.Store.List(ctx, history.Query{
 		Conditions: []history.Condition{
@@ -261,7 +358,7 @@ func (c *Capture) lostBefore(ctx context.Context, event *corev1.Event, v *histor
 		// New while away: the occurrences before the listed one are lost.
 		return listed - 1
 	}
-	if records[0].Revision >= v.Revision {
+	if revisionsOrdered && records[0].Revision >= v.Revision {
 		return 0
 	}
 	// A change without a new occurrence (a patched message) counts nothing.

@@ -186,6 +186,8 @@ type kubeCaptureTest struct {
 	client *fake.Clientset
 	store  history.Store
 	sqlite *sqlite.Store
+	// behindTimeout is capture's Config.BehindTimeout; zero: its default.
+	behindTimeout time.Duration
 }
 
 func newKubeCaptureTest(t *testing.T) *kubeCaptureTest {
@@ -207,6 +209,7 @@ func (k *kubeCaptureTest) run(maxQueueBytes int64) (c *capture.Capture, stop fun
 		BatchSize:     7,
 		BatchInterval: 10 * time.Millisecond,
 		MaxQueueBytes: maxQueueBytes,
+		BehindTimeout: k.behindTimeout,
 	})
 	go func() { defer close(done); c.Run(ctx) }()
 	return c, func() { cancel(); <-done }
@@ -387,6 +390,69 @@ func TestKubeCaptureExpired(t *testing.T) {
 	}
 	if k.deletedAt("same") != nil || k.deletedAt("updated") != nil {
 		t.Error("an Event still there is marked deleted")
+	}
+}
+
+// TestKubeCaptureRestored: kube-apiserver's etcd is restored from a backup
+// behind history's progress. Its watch from that future resourceVersion is
+// silent, as etcd's is; once kube-apiserver's resourceVersion has stayed
+// behind for BehindTimeout capture relists, marks the Events the backup
+// lacks deleted, counts the relist, and moves its progress back, so that
+// the Events written after the restore are captured.
+func TestKubeCaptureRestored(t *testing.T) {
+	k := newKubeCaptureTest(t)
+	k.behindTimeout = 300 * time.Millisecond
+	backupRV := k.api.write("kept", 10)
+	k.api.mu.Lock()
+	backup := k.api.events["kept"].DeepCopy()
+	// Writes to other resources after the backup.
+	k.api.rv += 100
+	k.api.mu.Unlock()
+	k.api.write("kept", 10)
+	k.api.write("after-backup", 10)
+	_, stop := k.run(1 << 20)
+	k.waitProgress(k.api.rv)
+	stop()
+	stored := k.api.rv
+
+	restoredBefore := relists(t, "restored")
+	rewoundBefore := counter(t, history.RelistRewoundRevisions)
+	k.api.mu.Lock()
+	k.api.rv, k.api.oldest, k.api.log = backupRV, backupRV, nil
+	k.api.events = map[string]*corev1.Event{"kept": backup}
+	k.api.mu.Unlock()
+	newRV := k.api.write("new", 10)
+
+	_, stop = k.run(1 << 20)
+	defer stop()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, _, err := k.store.Progress(ctx, capture.KubernetesSource)
+		return err == nil && got == newRV, nil
+	})
+	if err != nil {
+		got, _, _ := k.store.Progress(context.Background(), capture.KubernetesSource)
+		t.Fatalf("progress %d, want it rewound to %d", got, newRV)
+	}
+	if got := relists(t, "restored") - restoredBefore; got != 1 {
+		t.Errorf("%v relists for a restore, want 1", got)
+	}
+	if got := counter(t, history.RelistRewoundRevisions) - rewoundBefore; got != float64(stored-(newRV)) {
+		t.Errorf("rewound revisions metric grew by %v, want %d", got, stored-newRV)
+	}
+	// The watch follows from the rewound resourceVersion.
+	next := k.api.write("new", 10)
+	k.waitProgress(next)
+	got := k.versions()
+	for _, v := range []string{fmt.Sprintf("new@%d", newRV), fmt.Sprintf("new@%d", next)} {
+		if !got[v] {
+			t.Errorf("%s is not in history", v)
+		}
+	}
+	if k.deletedAt("after-backup") == nil {
+		t.Error("the Event the backup lacks is not marked deleted")
+	}
+	if k.deletedAt("kept") != nil {
+		t.Error("the Event in the backup is marked deleted")
 	}
 }
 

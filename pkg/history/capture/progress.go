@@ -33,6 +33,16 @@ func capturedRevision(rev int64) {
 	publishLagLocked()
 }
 
+// rewindRevisions starts the lag metric over at rev after kube-apiserver's
+// revisions went back (kube.go, an etcd restored from a backup).
+func rewindRevisions(rev int64) {
+	revisions.Lock()
+	defer revisions.Unlock()
+	revisions.captured = rev
+	revisions.etcd = rev
+	publishLagLocked()
+}
+
 func publishLagLocked() {
 	history.EtcdRevision.Set(float64(revisions.etcd))
 	history.CapturedRevision.Set(float64(revisions.captured))

@@ -238,8 +238,9 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 		}
 		if batch.Source != "" {
 			b.Queue(`INSERT INTO capture_progress (source, revision) VALUES ($1, $2)
-				ON CONFLICT (source) DO UPDATE SET revision = GREATEST(capture_progress.revision, excluded.revision)`,
-				batch.Source, batch.Revision)
+				ON CONFLICT (source) DO UPDATE SET revision = CASE WHEN $3::boolean THEN excluded.revision
+				ELSE GREATEST(capture_progress.revision, excluded.revision) END`,
+				batch.Source, batch.Revision, batch.Rewind)
 		}
 		results := tx.SendBatch(ctx, b)
 		for i := 0; i < b.Len(); i++ {

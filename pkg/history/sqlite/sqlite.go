@@ -304,8 +304,8 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 	}
 	if batch.Source != "" {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO progress (source, revision) VALUES (?, ?)
-			ON CONFLICT (source) DO UPDATE SET revision = max(revision, excluded.revision)`,
-			batch.Source, batch.Revision); err != nil {
+			ON CONFLICT (source) DO UPDATE SET revision = CASE WHEN ? THEN excluded.revision ELSE max(revision, excluded.revision) END`,
+			batch.Source, batch.Revision, batch.Rewind); err != nil {
 			return err
 		}
 	}

@@ -94,6 +94,16 @@ func testWriteIsIdempotent(t *testing.T, s history.Store) {
 	if _, ok, _ := s.Progress(ctx, "other"); ok {
 		t.Fatal("progress for an unknown source")
 	}
+	// Only a rewind (kube-apiserver's etcd restored behind it) moves it back.
+	if err := s.Write(ctx, history.Batch{Source: "src", Revision: 4, Rewind: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rev, _, err := s.Progress(ctx, "src"); err != nil || rev != 4 {
+		t.Fatalf("progress after a rewind to 4 = %d %v", rev, err)
+	}
+	if err := s.Write(ctx, history.Batch{Source: "src", Revision: 10}); err != nil {
+		t.Fatal(err)
+	}
 	got, err := s.List(ctx, history.Query{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,75 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// TestHistoryDSNFile: the DSN read from --history-dsn-file reaches the
+// store as --history-dsn would, without its trailing newline, and every
+// way the file can be wrong stops the start with an error that names it.
+func TestHistoryDSNFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const dsn = "postgres://history:s3cret@db.example:5432/history?sslmode=verify-full"
+	withNewline := write("dsn", dsn+"\n")
+	withCRLF := write("dsn-crlf", dsn+"\r\n")
+	empty := write("empty", "")
+	blank := write("blank", "\n")
+	cases := []struct {
+		name    string
+		args    []string
+		wantDSN string
+		wantErr string
+	}{
+		{name: "file, trailing newline trimmed", args: []string{"--history-store=postgres", "--history-dsn-file=" + withNewline}, wantDSN: dsn},
+		{name: "file written on Windows", args: []string{"--history-store=postgres", "--history-dsn-file=" + withCRLF}, wantDSN: dsn},
+		{name: "deprecated flag still works", args: []string{"--history-store=postgres", "--history-dsn=" + dsn}, wantDSN: dsn},
+		{name: "both", args: []string{"--history-store=postgres", "--history-dsn=" + dsn, "--history-dsn-file=" + withNewline},
+			wantErr: "--history-dsn and --history-dsn-file are two sources"},
+		{name: "missing file", args: []string{"--history-store=postgres", "--history-dsn-file=" + filepath.Join(dir, "absent")},
+			wantErr: "--history-dsn-file: open " + filepath.Join(dir, "absent")},
+		{name: "empty file", args: []string{"--history-store=postgres", "--history-dsn-file=" + empty}, wantErr: "--history-dsn-file " + empty + " is empty"},
+		{name: "only a newline", args: []string{"--history-store=postgres", "--history-dsn-file=" + blank}, wantErr: "is empty"},
+		{name: "a directory", args: []string{"--history-store=postgres", "--history-dsn-file=" + dir}, wantErr: "--history-dsn-file: read " + dir},
+		{name: "neither, postgres", args: []string{"--history-store=postgres"}, wantErr: "--history-store=postgres needs --history-dsn-file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			for _, f := range o.Flags().FlagSets {
+				fs.AddFlagSet(f)
+			}
+			if err := fs.Parse(append([]string{"--history-only", "--data-dir=" + t.TempDir()}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Complete()
+			if err == nil {
+				err = o.Validate()
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.History.DSN != tc.wantDSN {
+				t.Errorf("DSN %q, want %q", o.History.DSN, tc.wantDSN)
+			}
+		})
+	}
+}
