@@ -282,6 +282,19 @@ func TestHelmTemplateDryRun(t *testing.T) {
 			}
 		})
 	}
+	// The docs' install command itself, as helm runs it against the
+	// cluster (lookups, schema, hooks), short of creating anything.
+	t.Run("helm install as the docs say", func(t *testing.T) {
+		args := []string{"install", "event-apiserver", helmChart, "--namespace", deployNamespace, "--create-namespace",
+			"--kubeconfig", kube.KubeconfigPath, "--dry-run=server"}
+		stdout, stderr, err := runHelm(t, args...)
+		if err != nil {
+			t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
+		}
+		if !strings.Contains(stdout, "kind: APIService") || !strings.Contains(stdout, "v1alpha1.history.eventapiserver.io") {
+			t.Errorf("helm install renders no history APIService:\n%s", stdout)
+		}
+	})
 	// The overlays' monitoring component, which TestDeployOverlaysDryRun
 	// cannot dry-run without these CRDs.
 	t.Run("overlay components/monitoring", func(t *testing.T) {
