@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,9 +15,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	certutil "k8s.io/client-go/util/cert"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
@@ -483,4 +489,100 @@ func withoutLabels(o *unstructured.Unstructured) map[string]any {
 		}
 	}
 	return c.Object
+}
+
+// TestHelmCertManagerKubeletless runs the chart's history-only install with
+// certManager.enabled=true the kubelet-less way, doing what cert-manager
+// would do and nothing more: it issues the Certificate's Secret for the
+// Certificate's own dnsNames (the controller), and copies its ca.crt into
+// the caBundle of each APIService whose cert-manager.io/inject-ca-from
+// annotation names that Certificate (the CA injector). The APIService
+// becomes Available only if the server serves the mounted certificate and
+// the chart's names, annotation and Secret agree with each other and with
+// what kube-apiserver's aggregator verifies.
+func TestHelmCertManagerKubeletless(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const podIP = "127.0.0.62"
+	hostsFile := framework.WriteHostsFile(t, map[string][]string{replicaHost(0): {podIP}})
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
+		HostsFile:  hostsFile,
+		ExtraFlags: []string{"--enable-aggregator-routing=true"},
+	})
+	installCRDFixtures(t, kube)
+	aggregator, err := aggregatorclient.NewForConfig(kube.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &deployedCluster{kube: kube, client: kube.Client(t), aggregator: aggregator}
+	mustCreate(t, func() error {
+		_, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{})
+		return err
+	})
+	objs := splitManifests(t, renderChart(t, deployNamespace, "certManager.enabled=true"))
+	c.apply(t, objs)
+
+	// cert-manager's controller: the Secret the Certificate asks for.
+	cert := findObject(t, objs, "Certificate", "event-apiserver")
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	if len(dnsNames) == 0 {
+		t.Fatalf("the Certificate has no dnsNames: %v", cert.Object)
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(dnsNames[0], nil, dnsNames[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.CoreV1().Secrets(deployNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secretName},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// cert-manager's CA injector.
+	for _, o := range objs {
+		if o.GetKind() != "APIService" {
+			continue
+		}
+		from := o.GetAnnotations()["cert-manager.io/inject-ca-from"]
+		if from != deployNamespace+"/"+cert.GetName() {
+			t.Fatalf("APIService %s injects its CA from %q, not the Certificate %s/%s", o.GetName(), from, deployNamespace, cert.GetName())
+		}
+		patch := fmt.Sprintf(`{"spec":{"caBundle":%q}}`, base64.StdEncoding.EncodeToString(certPEM))
+		if _, err := aggregator.ApiregistrationV1().APIServices().Patch(ctx, o.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
+	deploy := &appsv1.Deployment{}
+	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, podIP, deploy.Spec.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.replicas = []*framework.Pod{pod}
+	endpointsCtx, stopEndpoints := context.WithCancel(ctx)
+	endpointsDone := make(chan struct{})
+	go func() { defer close(endpointsDone); c.endpointsController(endpointsCtx, t) }()
+	defer func() { stopEndpoints(); <-endpointsDone }()
+	if err := pod.WaitReady(ctx, 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, pod.Log())
+	}
+	waitAPIServiceAvailable(t, aggregator, historyAPIService, 2*time.Minute)
+	served, err := servedCert(podIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	if !bytes.Equal(served, pem.EncodeToMemory(block)) {
+		t.Errorf("the server does not serve the certificate of the Secret %s", secretName)
+	}
+	if stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "get", "eventrecords", "-A"); err != nil {
+		t.Errorf("kubectl get eventrecords through the APIService: %v\n%s%s", err, stdout, stderr)
+	}
+	if _, err := c.client.CoreV1().Secrets(deployNamespace).Get(ctx, "event-apiserver-serving", metav1.GetOptions{}); err == nil {
+		t.Errorf("with cert-manager the server still made its own certificate's Secret")
+	}
 }
