@@ -9,7 +9,8 @@
 #   kube         etcd and the Kubernetes v1.36.3 commands (kube-apiserver,
 #                kubectl, and the kubelet, kube-proxy, scheduler,
 #                controller-manager and kubeadm of the real-cluster tier),
-#                krew, which checks the plugin's manifest, and the
+#                krew, which checks the plugin's manifest, helm, which
+#                lints and renders the chart (TestHelm*), and the
 #                OpenTelemetry Collector of TestOTelCollectorFeed (the
 #                collector builder, hack/build-otelcol.sh), built from the
 #                Go module proxy into _output/bin (instant when cached), in
@@ -144,9 +145,9 @@ timed "Verifying: gofmt, go vet" vet
 # the kube build starts only now that go vet has compiled what it shares,
 # and beside it run phases that compile other trees (the generators,
 # staticcheck's own analysis, the fuzzing and race builds).
-log "Building etcd, the Kubernetes commands, krew, the OpenTelemetry Collector, CoreDNS and the cluster images in the background (log: _output/build-deps.log)"
+log "Building etcd, the Kubernetes commands, krew, helm, the OpenTelemetry Collector, CoreDNS and the cluster images in the background (log: _output/build-deps.log)"
 deps_start=${SECONDS}
-(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-krew.sh && bash hack/build-otelcol.sh && bash hack/build-cluster-images.sh) >"${OUT}/build-deps.log" 2>&1 &
+(bash hack/build-etcd.sh && bash hack/build-kube.sh && bash hack/build-krew.sh && bash hack/build-helm.sh && bash hack/build-otelcol.sh && bash hack/build-cluster-images.sh) >"${OUT}/build-deps.log" 2>&1 &
 deps_pid=$!
 
 # --- verify

@@ -34,19 +34,22 @@ import (
 
 const historyAPIService = "v1alpha1.history.eventapiserver.io"
 
-// TestHistoryOnlyKubeletless installs deploy/overlays/history-only on a
+// TestHistoryOnlyKubeletless installs the history-only server on a
 // kube-apiserver v1.36.3 run with its defaults, the front-proxy flags and a
-// short --event-ttl: nothing of the control plane changes. Events written by
-// client-go's recorders through both APIs and by a real kube-scheduler
-// expire from kube-apiserver, and `kubectl get eventrecords` still finds each
-// by regarding.name and since, through the aggregation layer.
+// short --event-ttl: nothing of the control plane changes. It does so twice
+// on the same kube-apiserver and kube-scheduler, one after the other: from
+// deploy/overlays/history-only, then from the Helm chart as the docs install
+// it (`helm install event-apiserver deploy/helm/event-apiserver --namespace
+// event-apiserver`, rendered with helm template). Each time, Events written
+// by client-go's recorders through both APIs and by the real kube-scheduler
+// expire from kube-apiserver, and `kubectl get eventrecords` still finds
+// each by regarding.name and since, through the aggregation layer.
 //
 // --enable-aggregator-routing stands in for kube-proxy, which this machine
 // does not run: the aggregator dials the endpoints the test maintains
 // rather than the Service's cluster IP.
 func TestHistoryOnlyKubeletless(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	const podIP = "127.0.0.61"
 	hostsFile := framework.WriteHostsFile(t, map[string][]string{replicaHost(0): {podIP}})
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
@@ -58,14 +61,51 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &deployedCluster{kube: kube, client: kube.Client(t), aggregator: aggregator}
-	kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
-	objs := splitManifests(t, renderOverlay(t, "overlays/history-only"))
+	// A real kube-scheduler: a pod with no node to go to gets FailedScheduling.
+	startKubeScheduler(t, kube)
+	for _, install := range []struct {
+		name   string
+		render func(t *testing.T) []byte
+	}{
+		{"overlay", func(t *testing.T) []byte { return renderOverlay(t, "overlays/history-only") }},
+		{"chart", func(t *testing.T) []byte { return renderChart(t, deployNamespace) }},
+	} {
+		// One after the other: both install the same APIService.
+		t.Run(install.name, func(t *testing.T) {
+			c := &deployedCluster{kube: kube, client: kube.Client(t), aggregator: aggregator}
+			historyOnlyInstall(t, c, hostsFile, podIP, install.render(t))
+		})
+	}
+}
+
+// historyOnlyInstall applies the rendered manifests of one history-only
+// install, runs its Deployment's pod and checks what
+// TestHistoryOnlyKubeletless says. When it returns, the pod is stopped and
+// the APIService and the serving certificate's Secret are gone, so that the
+// next install starts from neither.
+func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP string, rendered []byte) {
+	ctx := context.Background()
+	// helm install --create-namespace makes it; the overlay renders it.
+	mustCreate(t, func() error {
+		_, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{})
+		return err
+	})
+	// Runs after the pod has stopped (cleanups run last-in first-out).
+	t.Cleanup(func() {
+		if err := c.aggregator.ApiregistrationV1().APIServices().Delete(ctx, historyAPIService, metav1.DeleteOptions{}); err != nil {
+			t.Logf("deleting APIService %s: %v", historyAPIService, err)
+		}
+		if err := c.client.CoreV1().Secrets(deployNamespace).Delete(ctx, "event-apiserver-serving", metav1.DeleteOptions{}); err != nil {
+			t.Logf("deleting the serving certificate's Secret: %v", err)
+		}
+	})
+	kubelet := framework.NewKubelet(t, c.kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
+	objs := splitManifests(t, rendered)
 	c.apply(t, objs)
 	deploy := &appsv1.Deployment{}
 	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
 	if *deploy.Spec.Replicas != 1 {
-		t.Fatalf("the SQLite overlay runs %d replicas, want 1", *deploy.Spec.Replicas)
+		t.Fatalf("the SQLite install runs %d replicas, want 1", *deploy.Spec.Replicas)
 	}
 	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, podIP, deploy.Spec.Template)
 	if err != nil {
@@ -79,7 +119,7 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 	if err := pod.WaitReady(ctx, 2*time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, pod.Log())
 	}
-	waitAPIServiceAvailable(t, aggregator, historyAPIService, 2*time.Minute)
+	waitAPIServiceAvailable(t, c.aggregator, historyAPIService, 2*time.Minute)
 	assertHardened(t, pod)
 
 	ns := uniqueName("history-only")
@@ -110,8 +150,6 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 	eventsRecorder.Eventf(eventsPod, nil, corev1.EventTypeNormal, "Synced", "Sync", "synced %d objects", 3)
 	regarding[eventsPod.Name] = "Synced"
 
-	// A real kube-scheduler: a pod with no node to go to gets FailedScheduling.
-	startKubeScheduler(t, kube)
 	// No kube-controller-manager makes it: pods need their ServiceAccount.
 	if _, err := c.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -169,7 +207,7 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 			args := []string{"get", "eventrecords", "-n", ns, "--field-selector", "regarding.name=" + name + ",since=" + since}
 			var out string
 			err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
-				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, args...)
+				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, args...)
 				out = stdout
 				return err == nil && strings.Contains(stdout, reason), nil
 			})
@@ -179,7 +217,7 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
 			// The TTL's expiry reached capture as a watch DELETED.
 			err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
-				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, append(args, "-o", "jsonpath={.items[*].live}")...)
+				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, append(args, "-o", "jsonpath={.items[*].live}")...)
 				out = stdout
 				return err == nil && strings.Contains(stdout, "false") && !strings.Contains(stdout, "true"), nil
 			})

@@ -1,0 +1,132 @@
+{{/*
+Object names are fixed, the overlays' own (event-apiserver, events-etcd,
+the APIServices' and ClusterRoles' names), so that the chart and the
+overlays install the same objects: one release per cluster.
+*/}}
+
+{{/* Labels of every event-apiserver object. */}}
+{{- define "event-apiserver.labels" -}}
+app.kubernetes.io/name: event-apiserver
+app.kubernetes.io/part-of: event-apiserver
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* Labels of the events etcd's objects. */}}
+{{- define "event-apiserver.etcdLabels" -}}
+app.kubernetes.io/name: events-etcd
+app.kubernetes.io/part-of: event-apiserver
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{- define "event-apiserver.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* The Deployment's replicas: the value, or the mode's own. */}}
+{{- define "event-apiserver.replicas" -}}
+{{- if ne .Values.replicaCount nil -}}
+{{ .Values.replicaCount }}
+{{- else if and (eq .Values.mode "history-only") (eq .Values.history.store "postgres") -}}
+2
+{{- else if eq .Values.mode "aggregated" -}}
+2
+{{- else -}}
+1
+{{- end }}
+{{- end }}
+
+{{/* Whether the Deployment must run its one replica alone: one SQLite file on a volume, or one embedded etcd. */}}
+{{- define "event-apiserver.singleWriter" -}}
+{{- if or (eq .Values.mode "standalone") (and (eq .Values.mode "history-only") (eq .Values.history.store "sqlite")) -}}
+true
+{{- end }}
+{{- end }}
+
+{{/* The APIServices this mode registers. */}}
+{{- define "event-apiserver.apiServiceNames" -}}
+{{- if eq .Values.mode "aggregated" -}}
+v1.events.k8s.io,v1alpha1.history.eventapiserver.io
+{{- else if eq .Values.mode "history-only" -}}
+v1alpha1.history.eventapiserver.io
+{{- end }}
+{{- end }}
+
+{{/* The serving certificate's Secret and the key of its CA. */}}
+{{- define "event-apiserver.servingSecret" -}}
+{{- if .Values.certManager.enabled -}}
+event-apiserver-tls
+{{- else -}}
+event-apiserver-serving
+{{- end }}
+{{- end }}
+
+{{- define "event-apiserver.servingCAKey" -}}
+{{- if .Values.certManager.enabled -}}
+ca.crt
+{{- else -}}
+ca-bundle.crt
+{{- end }}
+{{- end }}
+
+{{/*
+The PostgreSQL history store's DSN, from the Secret history.postgres names:
+the one place that wires it, called with (dict "part" <part> "Values"
+.Values) for each part of the pod spec: "env", "args", "volumeMounts",
+"volumes". Today the kubelet puts the Secret's value into the argument, as
+components/history-postgres does (the pod spec shows only $(HISTORY_DSN)).
+*/}}
+{{- define "event-apiserver.historyPostgres" -}}
+{{- $pg := .Values.history.postgres -}}
+{{- if eq .part "env" }}
+- name: HISTORY_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $pg.existingSecret }}
+      key: {{ $pg.existingSecretKey }}
+{{- else if eq .part "args" }}
+- --history-store=postgres
+- --history-dsn=$(HISTORY_DSN)
+{{- end }}
+{{- end }}
+
+{{/*
+The combinations of values the chart refuses, with why. values.schema.json
+refuses the same ones (its allOf), which is what helm lint reports: lint
+renders templates in a mode where fail only logs. These messages are what
+helm template and install print when the schema is skipped
+(--skip-schema-validation). Rendered (empty) by templates/deployment.yaml,
+which every mode has.
+*/}}
+{{- define "event-apiserver.validate" -}}
+{{- $v := .Values -}}
+{{- $replicas := include "event-apiserver.replicas" . | int -}}
+{{- if and (include "event-apiserver.singleWriter" .) (gt $replicas 1) -}}
+{{- if eq $v.mode "standalone" -}}
+{{- fail (printf "replicaCount=%d: standalone runs one replica (its embedded etcd is one process; a second replica would be a second, separate store)" $replicas) -}}
+{{- else -}}
+{{- fail (printf "replicaCount=%d: history.store=sqlite keeps history in one file on one volume, for one replica; use history.store=postgres for more" $replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.eventsEtcd.enabled (ne $v.mode "aggregated") -}}
+{{- fail (printf "eventsEtcd.enabled=true needs mode=aggregated (mode=%s uses no events etcd)" $v.mode) -}}
+{{- end -}}
+{{- if and $v.eventsEtcd.enabled $v.etcd.staticPods -}}
+{{- fail "eventsEtcd.enabled=true and etcd.staticPods=true are two events etcds: choose the StatefulSet (eventsEtcd) or the static pods (etcd.staticPods)" -}}
+{{- end -}}
+{{- if and $v.certManager.enabled (eq $v.mode "standalone") -}}
+{{- fail "certManager.enabled=true needs mode=history-only or aggregated: standalone has no APIService and writes a kubeconfig trusting its own self-signed CA" -}}
+{{- end -}}
+{{- if and $v.monitoring.enabled (eq $v.mode "standalone") -}}
+{{- fail "monitoring.enabled=true needs mode=history-only or aggregated: standalone authorizes /metrics with its own admin token only" -}}
+{{- end -}}
+{{- if and $v.etcd.staticPods (ne $v.mode "aggregated") -}}
+{{- fail (printf "etcd.staticPods=true needs mode=aggregated (mode=%s uses no events etcd)" $v.mode) -}}
+{{- end -}}
+{{- if and $v.networkPolicy.enabled (not $v.networkPolicy.kubeAPIServerCIDRs) -}}
+{{- fail "networkPolicy.enabled=true needs networkPolicy.kubeAPIServerCIDRs: the addresses kube-apiserver connects from (it usually runs on the host network, which no pod selector matches)" -}}
+{{- end -}}
+{{- end }}
