@@ -75,21 +75,29 @@ ca-bundle.crt
 {{/*
 The PostgreSQL history store's DSN, from the Secret history.postgres names:
 the one place that wires it, called with (dict "part" <part> "Values"
-.Values) for each part of the pod spec: "env", "args", "volumeMounts",
-"volumes". Today the kubelet puts the Secret's value into the argument, as
-components/history-postgres does (the pod spec shows only $(HISTORY_DSN)).
+.Values) for each part of the pod spec: "args", "volumeMounts", "volumes". As components/history-postgres does, the Secret is mounted as a
+file read once at start (--history-dsn-file), so the password is in neither
+the pod spec nor the process's arguments; a changed Secret takes effect at
+the next rollout.
 */}}
 {{- define "event-apiserver.historyPostgres" -}}
 {{- $pg := .Values.history.postgres -}}
-{{- if eq .part "env" }}
-- name: HISTORY_DSN
-  valueFrom:
-    secretKeyRef:
-      name: {{ $pg.existingSecret }}
-      key: {{ $pg.existingSecretKey }}
-{{- else if eq .part "args" }}
+{{- if eq .part "args" }}
 - --history-store=postgres
-- --history-dsn=$(HISTORY_DSN)
+- --history-dsn-file=/var/run/secrets/event-apiserver/history/dsn
+{{- else if eq .part "volumeMounts" }}
+- name: history-dsn
+  mountPath: /var/run/secrets/event-apiserver/history
+  readOnly: true
+{{- else if eq .part "volumes" }}
+- name: history-dsn
+  secret:
+    secretName: {{ $pg.existingSecret }}
+    items:
+    - key: {{ $pg.existingSecretKey }}
+      path: dsn
+    # Read by the container's user through the pod's fsGroup.
+    defaultMode: 0440
 {{- end }}
 {{- end }}
 
