@@ -31,7 +31,9 @@ const managedGuideHostDir = "/var/lib/event-apiserver-history"
 // the timeline plugin. Then the kubelet's core/v1 Events and the
 // scheduler's events.k8s.io/v1 Events about a new Deployment's pods reach
 // `kubectl get eventrecords` through the aggregator, while kube-apiserver
-// still serves Events itself; last, the uninstall keeps the claim.
+// still serves Events itself. The uninstall keeps the claim; the Helm
+// chart, installed on it, answers for that history and captures on; its
+// uninstall keeps the claim too.
 func TestManagedClusterGuide(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -41,15 +43,21 @@ func TestManagedClusterGuide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uninstall := -1
+	// The guide's marked blocks: install and verify, the overlay's
+	// uninstall, the move to the chart, the chart's uninstall.
+	uninstall, helmInstall, helmUninstall := -1, -1, -1
 	for i, b := range blocks {
-		if strings.Contains(b.text, "kubectl delete apiservice") {
+		switch {
+		case uninstall < 0 && strings.Contains(b.text, "kubectl delete apiservice"):
 			uninstall = i
-			break
+		case helmInstall < 0 && strings.Contains(b.text, "helm install"):
+			helmInstall = i
+		case helmUninstall < 0 && strings.Contains(b.text, "helm uninstall"):
+			helmUninstall = i
 		}
 	}
-	if uninstall < 1 {
-		t.Fatalf("%s marks no install blocks before an uninstall block", managedGuidePath)
+	if uninstall < 1 || helmInstall <= uninstall || helmUninstall <= helmInstall {
+		t.Fatalf("%s marks no install, uninstall, helm install and helm uninstall blocks in that order (found them at %d, %d, %d)", managedGuidePath, uninstall, helmInstall, helmUninstall)
 	}
 	reference, err := os.ReadFile(filepath.Join(root, "_output", "image", "reference"))
 	if err != nil {
@@ -87,16 +95,32 @@ func TestManagedClusterGuide(t *testing.T) {
 		waitHistory(t, ctx, c, "e2e", "web-", "Scheduled", "Started")
 	})
 
-	runGuide(t, ctx, c, dir, blocks[uninstall:])
-	if out, err := kubectl(ctx, c, "get", "apiservice", "v1alpha1.history.eventapiserver.io"); err == nil || !strings.Contains(out, "NotFound") {
-		t.Errorf("after the uninstall, the history APIService: %v %s", err, out)
+	checkUninstalled := func(how string) {
+		t.Helper()
+		if out, err := kubectl(ctx, c, "get", "apiservice", "v1alpha1.history.eventapiserver.io"); err == nil || !strings.Contains(out, "NotFound") {
+			t.Errorf("after %s, the history APIService: %v %s", how, err, out)
+		}
+		if phase := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pvc", "event-apiserver-history", "-o", "jsonpath={.status.phase}"); phase != "Bound" {
+			t.Errorf("after %s, the claim is %q, want it kept and Bound", how, phase)
+		}
+		if out := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "deployments,services,serviceaccounts", "-l", "app.kubernetes.io/name=event-apiserver", "-o", "name"); strings.TrimSpace(out) != "" {
+			t.Errorf("after %s, still there:\n%s", how, out)
+		}
 	}
-	if phase := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pvc", "event-apiserver-history", "-o", "jsonpath={.status.phase}"); phase != "Bound" {
-		t.Errorf("after the uninstall, the claim is %q, want it kept and Bound", phase)
-	}
-	if out := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "deployments,services,serviceaccounts", "-l", "app.kubernetes.io/name=event-apiserver", "-o", "name"); strings.TrimSpace(out) != "" {
-		t.Errorf("after the uninstall, still there:\n%s", out)
-	}
+	runGuide(t, ctx, c, dir, blocks[uninstall:helmInstall])
+	checkUninstalled("the overlay's uninstall")
+
+	// The chart, installed on the kept claim, answers for what the overlay's
+	// server captured and captures what follows.
+	runGuide(t, ctx, c, dir, blocks[helmInstall:helmUninstall])
+	t.Run("history kept from the overlay to the chart", func(t *testing.T) {
+		waitHistory(t, ctx, c, "e2e", "web-", "Scheduled", "Started")
+		mustKubectl(t, ctx, c, "-n", "e2e", "create", "deployment", "api", "--image=registry.k8s.io/pause:3.10.2")
+		mustKubectl(t, ctx, c, "-n", "e2e", "rollout", "status", "deployment/api", "--timeout=3m")
+		waitHistory(t, ctx, c, "e2e", "api-", "Scheduled", "Started")
+	})
+	runGuide(t, ctx, c, dir, blocks[helmUninstall:])
+	checkUninstalled("helm uninstall")
 }
 
 // loadImageAs imports an image archive into the node's containerd, where
