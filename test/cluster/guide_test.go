@@ -515,6 +515,11 @@ func testEventsEtcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster)
 	}); err != nil {
 		t.Fatalf("an Event write during the outage: want 503 with Retry-After, last %s", last)
 	}
+	// One replica replaced during the outage: its successor starts with the
+	// events etcd down, and must stay up (no restart by its probes) until
+	// the etcd is back, while the other serves.
+	before := strings.Fields(mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pods", "-l", "app=event-apiserver", "-o", "jsonpath={.items[*].metadata.name}"))
+	mustKubectl(t, ctx, c, "-n", "event-apiserver", "delete", "pod", before[0], "--wait=false")
 
 	checks := 0
 	for time.Since(stopped) < 2*time.Minute {
@@ -556,6 +561,7 @@ func testEventsEtcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster)
 	}
 	t.Logf("Event writes succeed again %s after the manifest was put back", time.Since(back).Round(time.Second))
 	mustKubectl(t, ctx, c, "wait", "--for=condition=Available", "--timeout=2m", "apiservice/v1.events.k8s.io", "apiservice/v1alpha1.history.eventapiserver.io")
+	checkStartedDuringOutage(t, ctx, c, before, back)
 	// kube-apiserver's own etcd client for the override reconnects on its
 	// schedule, later than event-apiserver's: one clean run saw its first
 	// core/v1 list time out after the writes above were back.
@@ -672,5 +678,35 @@ func testQuietStarts(t *testing.T, ctx context.Context, c *cluster.Cluster, rest
 			}
 		}
 		t.Logf("pod %s: container started %s, Ready %s later", p.Metadata.Name, started.Format(time.TimeOnly), ready.Sub(started))
+	}
+}
+
+// checkStartedDuringOutage finds the replica that started while the events
+// etcd was down (not one of before) and checks that it became Ready once
+// the etcd was back, with no container restart.
+func checkStartedDuringOutage(t *testing.T, ctx context.Context, c *cluster.Cluster, before []string, back time.Time) {
+	t.Helper()
+	mustKubectl(t, ctx, c, "-n", "event-apiserver", "rollout", "status", "deployment/event-apiserver", "--timeout=5m")
+	old := map[string]bool{}
+	for _, p := range before {
+		old[p] = true
+	}
+	out := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pods", "-l", "app=event-apiserver", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].ready}{"\n"}{end}`)
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || old[f[0]] {
+			continue
+		}
+		found = true
+		if f[1] != "0" || f[2] != "true" {
+			t.Errorf("pod %s, started while the events etcd was down: restarts %s, ready %s; want 0 and true", f[0], f[1], f[2])
+		} else {
+			t.Logf("pod %s, started while the events etcd was down: ready with no restart, %s after the etcd's manifest was put back", f[0], time.Since(back).Round(time.Second))
+		}
+	}
+	if !found {
+		t.Errorf("no replica started during the outage among:\n%s", out)
 	}
 }
