@@ -464,6 +464,17 @@ func (c *Cluster) importImages(ctx context.Context) error {
 // kubeadmConfig is kubeadm's configuration: the node on NodeIP and the
 // private containerd; no taints, since the one node runs every workload;
 // the kubelet on cgroup v1 and cgroupfs with the private resolv.conf.
+//
+// Every control-plane listener is on NodeIP alone, none on a wildcard or
+// loopback address: kube-apiserver would take *:6443 (kubeadm sets no
+// --bind-address), the kubelet *:10250, and a wildcard listener makes
+// every 127.0.0.x:6443 busy, which the kubelet-less integration tests bind
+// for their pods while a cluster runs on the same machine. kubeadm points
+// its probes and its wait for the control plane at these addresses (the
+// components' --bind-address, etcd's first --listen-metrics-urls, the
+// advertise address), and its etcd server certificate names NodeIP. What
+// stays on loopback: the kubelet's healthz (127.0.0.1:10248, which kubeadm
+// waits on) and kube-proxy's healthz and metrics.
 const kubeadmConfig = `apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 localAPIEndpoint:
@@ -488,14 +499,34 @@ networking:
   podSubnet: %[5]s
   serviceSubnet: %[6]s
   dnsDomain: cluster.local
+apiServer:
+  extraArgs:
+  - name: bind-address
+    value: %[1]s
+  - name: etcd-servers
+    value: https://%[1]s:2379
+controllerManager:
+  extraArgs:
+  - name: bind-address
+    value: %[1]s
+scheduler:
+  extraArgs:
+  - name: bind-address
+    value: %[1]s
 etcd:
   local:
     dataDir: %[7]s
+    extraArgs:
+    - name: listen-client-urls
+      value: https://%[1]s:2379
+    - name: listen-metrics-urls
+      value: http://%[1]s:2381
 dns:
   imageTag: v1.15.0
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+address: %[1]s
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false

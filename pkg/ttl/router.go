@@ -10,7 +10,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericfeatures "k8s.io/apiserver/pkg/features"
-	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/etcd3"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -22,16 +21,17 @@ import (
 )
 
 // NewRawStorage builds the etcd3 storage under the watch cache, in place of
-// generic.NewRawStorage. With rules, writes go to one etcd3 store per TTL
+// generic.NewRawStorage (etcdclient.NewRawStorage: the same store on a
+// client that does not wait for etcd at start). With rules, writes go to one etcd3 store per TTL
 // class, all on one extra etcd client: an etcd3 store's lease manager keeps a
 // single reusable lease (k8s.io/apiserver storage/etcd3 leaseManager), so
 // writes whose TTLs alternate would grant a new lease almost every time,
 // while one store per TTL reuses each class's lease as kube-apiserver
 // reuses its one. Reads, watches and deletes, which take no lease, go to the
-// store generic.NewRawStorage builds, as before. Keys and bytes are those of
+// store etcdclient.NewRawStorage builds, as before. Keys and bytes are those of
 // that store: same codec, transformer and prefix.
 func (r *Rules) NewRawStorage(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (storage.Interface, factory.DestroyFunc, error) {
-	base, destroyBase, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+	base, destroyBase, err := etcdclient.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
 	if err != nil || r.Empty() {
 		return base, destroyBase, err
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/eventapiserver/event-apiserver/pkg/etcdclient"
 	"github.com/eventapiserver/event-apiserver/pkg/intern"
 )
 
@@ -85,10 +86,10 @@ func StorageWithCacher(raw NewRawStorage, wrap WrapEtcd) generic.StorageDecorato
 // StorageWithCacher instead; where it chose none (--watch-cache=false, or a
 // zero --watch-cache-sizes entry), storage stays plain etcd, which resumes
 // from any retained revision by itself. Either way raw builds the etcd3
-// store (generic.NewRawStorage when nil) and wrap wraps it.
+// store (etcdclient.NewRawStorage when nil) and wrap wraps it.
 func NewRESTOptionsGetter(getter generic.RESTOptionsGetter, raw NewRawStorage, wrap WrapEtcd) generic.RESTOptionsGetter {
 	if raw == nil {
-		raw = generic.NewRawStorage
+		raw = etcdclient.NewRawStorage
 	}
 	return restOptionsGetter{RESTOptionsGetter: getter, raw: raw, wrap: wrap}
 }

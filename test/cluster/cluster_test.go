@@ -30,6 +30,11 @@ func startCluster(t *testing.T) *cluster.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if wild, err := wildcardListeners(); err != nil {
+		t.Errorf("listing listeners: %v", err)
+	} else if len(wild) > 0 {
+		t.Errorf("the cluster listens on wildcard addresses, which take the port on every address, 127.0.0.x included, from the tests that run beside it:\n%s", strings.Join(wild, "\n"))
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, args := range [][]string{{"get", "pods", "-A", "-o", "wide"}, {"get", "events", "-A"}} {
@@ -43,6 +48,39 @@ func startCluster(t *testing.T) *cluster.Cluster {
 		}
 	})
 	return c
+}
+
+// clusterCommands are the host processes a cluster runs: the control
+// plane's static pods (host network), the kubelet, kube-proxy, containerd.
+var clusterCommands = []string{"kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "kubelet", "kube-proxy", "containerd"}
+
+// wildcardListeners are the TCP listeners of the cluster's processes on a
+// wildcard address (0.0.0.0, ::, *), as `ss -ltnp` shows them. Every one of
+// them is bound to the node's address instead (internal/cluster's
+// kubeadmConfig).
+func wildcardListeners() ([]string, error) {
+	out, err := exec.Command("ss", "-ltnpH").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("ss -ltnpH: %w: %s", err, out)
+	}
+	var wild []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		host := f[3][:strings.LastIndex(f[3], ":")]
+		if host != "0.0.0.0" && host != "[::]" && host != "*" {
+			continue
+		}
+		for _, c := range clusterCommands {
+			if strings.Contains(f[5], `(("`+c) {
+				wild = append(wild, line)
+				break
+			}
+		}
+	}
+	return wild, nil
 }
 
 // kubectl runs kubectl v1.36.3 against the cluster as its admin.

@@ -213,7 +213,9 @@ func TestGuideInstall(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	t.Run("history across a rollout restart", func(t *testing.T) { testHistoryRollout(t, ctx, c) })
+	var restart rolloutRestart
+	t.Run("history across a rollout restart", func(t *testing.T) { restart = testHistoryRollout(t, ctx, c) })
+	t.Run("quiet starts", func(t *testing.T) { testQuietStarts(t, ctx, c, restart) })
 	t.Run("events etcd outage", func(t *testing.T) { testEventsEtcdOutage(t, ctx, c) })
 }
 
@@ -395,7 +397,7 @@ func sameHistory(t *testing.T, ctx context.Context, c *cluster.Cluster, ns, podP
 // (so that they live only in history), then restarts every event-apiserver
 // replica: the new replicas, with fresh emptyDirs, answer the same records
 // as the old ones did, each the same.
-func testHistoryRollout(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+func testHistoryRollout(t *testing.T, ctx context.Context, c *cluster.Cluster) rolloutRestart {
 	waitHistory(t, ctx, c, "e2e-history", "gone-", "Scheduled", "Started")
 	mustKubectl(t, ctx, c, "-n", "e2e-history", "delete", "deployment", "gone", "--wait=true")
 	mustKubectl(t, ctx, c, "-n", "e2e-history", "wait", "--for=delete", "pods", "-l", "app=gone", "--timeout=2m")
@@ -406,6 +408,10 @@ func testHistoryRollout(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	before := sameHistory(t, ctx, c, "e2e-history", "gone-")
 	oldPods := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pods", "-l", "app=event-apiserver", "-o", "jsonpath={.items[*].metadata.name}")
 
+	restart := rolloutRestart{oldPods: map[string]bool{}, at: time.Now().Truncate(time.Second)}
+	for _, old := range strings.Fields(oldPods) {
+		restart.oldPods[old] = true
+	}
 	mustKubectl(t, ctx, c, "-n", "event-apiserver", "rollout", "restart", "deployment/event-apiserver")
 	mustKubectl(t, ctx, c, "-n", "event-apiserver", "rollout", "status", "deployment/event-apiserver", "--timeout=5m")
 	// rollout status returns once the new replicas are available; the old
@@ -427,6 +433,14 @@ func testHistoryRollout(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	if r.key() != after {
 		t.Errorf("kubectl get eventrecords -n e2e-history through kube-apiserver:\n%s\nwant, as every replica:\n%s", r.key(), after)
 	}
+	return restart
+}
+
+// rolloutRestart is when `kubectl rollout restart` was run and the pods it
+// replaced.
+type rolloutRestart struct {
+	at      time.Time
+	oldPods map[string]bool
 }
 
 // kubeAPIServerContainer is kube-apiserver's container ID and restart count.
@@ -503,6 +517,11 @@ func testEventsEtcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster)
 	}); err != nil {
 		t.Fatalf("an Event write during the outage: want 503 with Retry-After, last %s", last)
 	}
+	// One replica replaced during the outage: its successor starts with the
+	// events etcd down, and must stay up (no restart by its probes) until
+	// the etcd is back, while the other serves.
+	before := strings.Fields(mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pods", "-l", "app=event-apiserver", "-o", "jsonpath={.items[*].metadata.name}"))
+	mustKubectl(t, ctx, c, "-n", "event-apiserver", "delete", "pod", before[0], "--wait=false")
 
 	checks := 0
 	for time.Since(stopped) < 2*time.Minute {
@@ -544,6 +563,7 @@ func testEventsEtcdOutage(t *testing.T, ctx context.Context, c *cluster.Cluster)
 	}
 	t.Logf("Event writes succeed again %s after the manifest was put back", time.Since(back).Round(time.Second))
 	mustKubectl(t, ctx, c, "wait", "--for=condition=Available", "--timeout=2m", "apiservice/v1.events.k8s.io", "apiservice/v1alpha1.history.eventapiserver.io")
+	checkStartedDuringOutage(t, ctx, c, before, back)
 	// kube-apiserver's own etcd client for the override reconnects on its
 	// schedule, later than event-apiserver's: one clean run saw its first
 	// core/v1 list time out after the writes above were back.
@@ -586,4 +606,109 @@ func (r replica) get(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
 	}
 	return body, nil
+}
+
+// testQuietStarts checks that no event-apiserver pod, of the install or of
+// the rollout restart, failed a probe while starting or running (an
+// Unhealthy Event): the startupProbe waits for what readiness checks, and
+// its first probe comes after the measured start. Allowed, and logged: a
+// replaced pod's readiness failing while it terminates. On SIGTERM /readyz
+// fails its "shutdown" check for --shutdown-delay-duration, as
+// kube-apiserver's does, and then the listener closes a few seconds before
+// the process exits. It logs how long each running replica took from its
+// container's start to Ready.
+func testQuietStarts(t *testing.T, ctx context.Context, c *cluster.Cluster, restart rolloutRestart) {
+	var events struct {
+		Items []struct {
+			InvolvedObject struct {
+				Name string `json:"name"`
+			} `json:"involvedObject"`
+			Message        string `json:"message"`
+			Count          int    `json:"count"`
+			FirstTimestamp string `json:"firstTimestamp"`
+			LastTimestamp  string `json:"lastTimestamp"`
+		} `json:"items"`
+	}
+	out := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "events", "--field-selector=reason=Unhealthy,involvedObject.kind=Pod", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &events); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		pod := e.InvolvedObject.Name
+		if !strings.HasPrefix(pod, "event-apiserver-") || strings.HasPrefix(pod, "event-apiserver-postgres-") {
+			continue
+		}
+		first, _ := time.Parse(time.RFC3339, e.FirstTimestamp)
+		if restart.oldPods[pod] && !first.Before(restart.at) && strings.HasPrefix(e.Message, "Readiness probe failed:") {
+			t.Logf("pod %s, replaced by the rollout restart: Unhealthy x%d while terminating (%s to %s): %s", pod, e.Count, e.FirstTimestamp, e.LastTimestamp, e.Message)
+			continue
+		}
+		t.Errorf("pod %s: Unhealthy x%d (%s to %s): %s", pod, e.Count, e.FirstTimestamp, e.LastTimestamp, e.Message)
+	}
+	var pods struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Status struct {
+				Conditions []struct {
+					Type               string `json:"type"`
+					LastTransitionTime string `json:"lastTransitionTime"`
+				} `json:"conditions"`
+				ContainerStatuses []struct {
+					State struct {
+						Running *struct {
+							StartedAt string `json:"startedAt"`
+						} `json:"running"`
+					} `json:"state"`
+				} `json:"containerStatuses"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	out = mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pods", "-l", "app=event-apiserver", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &pods); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		var started, ready time.Time
+		if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Running != nil {
+			started, _ = time.Parse(time.RFC3339, cs[0].State.Running.StartedAt)
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "Ready" {
+				ready, _ = time.Parse(time.RFC3339, cond.LastTransitionTime)
+			}
+		}
+		t.Logf("pod %s: container started %s, Ready %s later", p.Metadata.Name, started.Format(time.TimeOnly), ready.Sub(started))
+	}
+}
+
+// checkStartedDuringOutage finds the replica that started while the events
+// etcd was down (not one of before) and checks that it became Ready once
+// the etcd was back, with no container restart.
+func checkStartedDuringOutage(t *testing.T, ctx context.Context, c *cluster.Cluster, before []string, back time.Time) {
+	t.Helper()
+	mustKubectl(t, ctx, c, "-n", "event-apiserver", "rollout", "status", "deployment/event-apiserver", "--timeout=5m")
+	old := map[string]bool{}
+	for _, p := range before {
+		old[p] = true
+	}
+	out := mustKubectl(t, ctx, c, "-n", "event-apiserver", "get", "pods", "-l", "app=event-apiserver", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].ready}{"\n"}{end}`)
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || old[f[0]] {
+			continue
+		}
+		found = true
+		if f[1] != "0" || f[2] != "true" {
+			t.Errorf("pod %s, started while the events etcd was down: restarts %s, ready %s; want 0 and true", f[0], f[1], f[2])
+		} else {
+			t.Logf("pod %s, started while the events etcd was down: ready with no restart, %s after the etcd's manifest was put back", f[0], time.Since(back).Round(time.Second))
+		}
+	}
+	if !found {
+		t.Errorf("no replica started during the outage among:\n%s", out)
+	}
 }

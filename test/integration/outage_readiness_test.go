@@ -20,9 +20,10 @@ import (
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
-// deploymentProbePaths are the readiness, liveness and startup probe paths
-// of the aggregated overlay's Deployment, as rendered.
-func deploymentProbePaths(t *testing.T) (readiness, liveness, startup string) {
+// deploymentProbes are the readiness, liveness and startup probe paths of
+// the aggregated overlay's Deployment, as rendered, and how long its
+// startupProbe lets a start take before the kubelet restarts the container.
+func deploymentProbes(t *testing.T) (readiness, liveness, startup string, startupBudget time.Duration) {
 	t.Helper()
 	deploy := &appsv1.Deployment{}
 	fromUnstructured(t, findObject(t, splitManifests(t, renderOverlay(t, "overlays/aggregated")), "Deployment", "event-apiserver"), deploy)
@@ -32,7 +33,9 @@ func deploymentProbePaths(t *testing.T) (readiness, liveness, startup string) {
 			t.Fatalf("the Deployment's container lacks an httpGet readiness, liveness or startup probe: %+v", c)
 		}
 	}
-	return c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, c.StartupProbe.HTTPGet.Path
+	sp := c.StartupProbe
+	startupBudget = time.Duration(sp.InitialDelaySeconds+sp.PeriodSeconds*sp.FailureThreshold) * time.Second
+	return c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, sp.HTTPGet.Path, startupBudget
 }
 
 // TestReadinessDuringEtcdOutage: with etcd stopped, a replica stays ready on
@@ -40,14 +43,14 @@ func deploymentProbePaths(t *testing.T) (readiness, liveness, startup string) {
 // and serves what needs no etcd (lists and watches at resourceVersion=0,
 // the watch already open, eventrecords), while its /readyz check
 // etcd-writes fails and what needs etcd gets 503 with Retry-After at once.
-// A replica started while etcd is down is never ready (it exits, as
-// kube-apiserver does). The first recovers by itself when etcd returns, the
-// second at its next start.
+// A replica started while etcd is down stays up (kube-apiserver exits),
+// serves history and is never ready until etcd answers. Both recover by
+// themselves when etcd returns: writes, and a watch sees them.
 func TestReadinessDuringEtcdOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	readinessPath, livenessPath, startupPath := deploymentProbePaths(t)
-	t.Logf("probe paths from deploy/: readiness %s, liveness %s, startup %s", readinessPath, livenessPath, startupPath)
+	readinessPath, livenessPath, startupPath, startupBudget := deploymentProbes(t)
+	t.Logf("probes from deploy/: readiness %s, liveness %s, startup %s (at most %v)", readinessPath, livenessPath, startupPath, startupBudget)
 
 	etcd := framework.StartEtcd(t)
 	start := func() *framework.Server {
@@ -207,30 +210,53 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 		}
 	})
 
-	t.Run("a replica started during the outage is not ready", func(t *testing.T) {
-		// As kube-apiserver, the server cannot build its storage without
-		// etcd (the generic storage factory's compactor dials with
-		// grpc.WithBlock for 20 s): it exits, and the kubelet restarts it
-		// with a back-off, until etcd answers. It must never pass its
-		// readiness probe meanwhile.
+	t.Run("a replica started during the outage stays up, serves history, is not ready", func(t *testing.T) {
+		// kube-apiserver cannot build its storage without etcd (the
+		// generic storage factory dials with grpc.WithBlock for 20 s) and
+		// exits, to be restarted by the kubelet until etcd answers. This
+		// server's storage does not wait for etcd
+		// (etcdclient.NewRawStorage): the replica stays up past those 20 s,
+		// serves history and its health checks, and fails etcd-writes and
+		// watch-cache, so it is never ready on the probe path meanwhile.
 		if err := restarted.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		if err := restarted.Process().Start(); err != nil {
 			t.Fatal(err)
 		}
+		restartedAt := time.Now()
 		restartedAdmin := adminRawClient(t, restarted)
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		// Up past the 20 s after which kube-apiserver gives up, and live
+		// once poststarthook/storage-readiness stops waiting for the watch
+		// cache (--storage-initialization-timeout, 1 minute): within the
+		// startupProbe's budget, so the kubelet does not restart it.
+		var last response
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, startupBudget, true, func(context.Context) (bool, error) {
+			if !restarted.Running() {
+				return false, fmt.Errorf("the replica started while etcd is down exited: %s", restarted.Process().Exited())
+			}
 			if r := probe(restartedAdmin, readinessPath); r.code == http.StatusOK {
 				return false, fmt.Errorf("the replica started while etcd is down passed its readiness probe")
 			}
-			return !restarted.Running(), nil
+			last = probe(restartedAdmin, "/readyz?verbose")
+			return time.Since(restartedAt) > 25*time.Second && probe(restartedAdmin, startupPath).code == http.StatusOK, nil
 		})
 		if err != nil {
-			t.Fatalf("%v\n%s", err, restarted.Process().Tail(20))
+			t.Fatalf("the replica started while etcd is down, %v later: %v\n%s", time.Since(restartedAt).Round(time.Second), err, restarted.Process().Tail(20))
 		}
-		if !restarted.LogContains("creating Event storage") {
-			t.Errorf("the replica started while etcd is down exited without saying why:\n%s", restarted.Process().Tail(20))
+		t.Logf("the replica started while etcd is down is up, live and not ready %v later", time.Since(restartedAt).Round(time.Second))
+		if last.code != http.StatusInternalServerError || !strings.Contains(string(last.body), "[-]etcd-writes failed") ||
+			!strings.Contains(string(last.body), "[-]watch-cache failed") {
+			t.Errorf("/readyz of the replica started while etcd is down: %d, want 500 naming etcd-writes and watch-cache:\n%s", last.code, last.body)
+		}
+		if r := probe(restartedAdmin, "/readyz/etcd-writes"); r.code == http.StatusOK {
+			t.Errorf("/readyz/etcd-writes of the replica started while etcd is down: %d %s", r.code, r.body)
+		}
+		if r := probe(restartedAdmin, livenessPath); r.code != http.StatusOK {
+			t.Errorf("liveness probe %s of the replica started while etcd is down: %d %s", livenessPath, r.code, r.body)
+		}
+		if n, r := countRecords(restartedAdmin); n != 3 {
+			t.Errorf("eventrecords from the replica started while etcd is down: %d items (%d %s), want 3", n, r.code, r.body)
 		}
 	})
 
@@ -255,10 +281,8 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 	}
 	restartedAt := time.Now()
 	t.Run("everything recovers when etcd returns", func(t *testing.T) {
-		// What the kubelet's next restart of the exited replica does.
-		if err := restarted.Start(); err != nil {
-			t.Fatal(err)
-		}
+		// Both by themselves: the replica started during the outage fills
+		// its watch cache once etcd answers, with no restart.
 		for _, s := range []*framework.Server{steady, restarted} {
 			c := adminRawClient(t, s)
 			// The storage's client redials with gRPC's backoff, up to two
@@ -269,8 +293,20 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: /readyz or the probe path not ok after etcd returned: %v\n%s", s.URL, err, probe(c, "/readyz?verbose").body)
 			}
-			if _, err := s.Client(t).CoreV1().Events(ns).Create(ctx, recorderStyleCoreEvent(ns, uniqueName("after")), metav1.CreateOptions{}); err != nil {
+			// A watch from the cache sees a write made after etcd returned.
+			w, err := s.Client(t).CoreV1().Events(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				t.Fatalf("%s: a watch after etcd returned: %v", s.URL, err)
+			}
+			name := uniqueName("after")
+			if _, err := s.Client(t).CoreV1().Events(ns).Create(ctx, recorderStyleCoreEvent(ns, name), metav1.CreateOptions{}); err != nil {
 				t.Errorf("%s: create after etcd returned: %v", s.URL, err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, pollTimeout)
+			got, _ := observe(wctx, w, func(got []seen) bool { return len(ofType(withPrefix(got, name), watch.Added)) > 0 })
+			cancel()
+			if len(ofType(withPrefix(got, name), watch.Added)) == 0 {
+				t.Errorf("%s: a watch opened after etcd returned did not see the create of %s: %v", s.URL, name, got)
 			}
 			if r := probe(c, "/readyz/etcd-writes"); r.code != http.StatusOK {
 				t.Errorf("%s: /readyz/etcd-writes after etcd returned: %d %s", s.URL, r.code, r.body)
