@@ -320,8 +320,8 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 
 // endPosition is the feed position of the end of version v's Event d on v,
 // NULL without an end; see the SQLite store's.
-const endPosition = `GREATEST(CASE WHEN d.first_seq > 0 THEN d.first_seq ELSE d.seq END,
-	d.seq - (SELECT count(*) FROM event_versions h WHERE h.uid = v.uid AND h.seq < d.seq AND h.revision > v.revision))`
+const endPosition = `CASE WHEN d.seq IS NULL THEN NULL ELSE GREATEST(CASE WHEN d.first_seq > 0 THEN d.first_seq ELSE d.seq END,
+	d.seq - (SELECT count(*) FROM event_versions h WHERE h.uid = v.uid AND h.seq < d.seq AND h.revision > v.revision)) END`
 
 // recordColumns are what scanRecord reads, from versions v and deletions d.
 const recordColumns = `v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,

@@ -479,8 +479,10 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 // Retention removing a version above v moves v's up, never past seq nor
 // below first_seq. An end stored before blocks (first_seq 0) has one
 // position, seq, on its latest version.
-const endPosition = `max(CASE WHEN d.first_seq > 0 THEN d.first_seq ELSE d.seq END,
-	d.seq - (SELECT count(*) FROM versions h WHERE h.uid = v.uid AND h.seq < d.seq AND h.revision > v.revision))`
+//
+// CASE first: a record without an end (most, in a list) costs no count.
+const endPosition = `CASE WHEN d.seq IS NULL THEN NULL ELSE max(CASE WHEN d.first_seq > 0 THEN d.first_seq ELSE d.seq END,
+	d.seq - (SELECT count(*) FROM versions h WHERE h.uid = v.uid AND h.seq < d.seq AND h.revision > v.revision)) END`
 
 // recordColumns are what scanRecord reads, from versions v and deletions d.
 const recordColumns = `v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
