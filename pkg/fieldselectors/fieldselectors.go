@@ -219,7 +219,7 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 			base, set := splitSetLabel(label)
 			internal, ok := table[base]
 			if !ok {
-				return "", "", fmt.Errorf("field label not supported: %s", base)
+				return "", "", fmt.Errorf("field label not supported: %s", LabelAsSent(label))
 			}
 			return internal + set, value, nil
 		}); err != nil {

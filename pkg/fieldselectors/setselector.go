@@ -25,12 +25,43 @@ import (
 //     set, and a selector that labels.Parse refuses is left as it came, so
 //     kube-apiserver's own parser refuses it with kube-apiserver's own 400,
 //     byte for byte. Values outside that syntax keep `=`/`!=`.
-//   - cost: history answers `in` with one IN (...) on the store's column
-//     index; the Events registry answers an `in` over a per-object or
-//     per-name indexed field with one index lookup per value
-//     (registry/event/storage listSetByIndex). Otherwise a set requirement
-//     pins no bucket (eventSelector.RequiresExactMatch) and the watch cache
-//     matches it per Event of the scanned scope.
+//   - cost: every `in` over an indexed field is answered from index
+//     buckets, one per value. The Events registry indexes the references'
+//     uids and names (their OR fields' buckets serve involvedObject.*,
+//     related.* and the OR labels) and the reporter
+//     (reportingComponent/reportingController): registry/event/storage
+//     listSetByIndex lists each value's bucket and merges them, a reporter's
+//     only for a list across namespaces, where the alternative is a scan of
+//     the cache (within a namespace, one scan of the namespace costs less
+//     than a lookup per value: fieldselectors.WithinNamespace). History
+//     answers `in` with one IN (...) on its columns' indexes (uids and
+//     names; namespace and time). reason, type and the other fields are
+//     indexed by neither, so a set over them costs what `=` over them costs
+//     in kube-apiserver: one pass over the list's scope, each Event matched
+//     once against the set (when an `=` or `in` on an indexed field sits
+//     beside it, that field's buckets are the scope).
+//   - `notin` is never answered from an index, and cannot be for less: its
+//     answer is every Event of the scope outside the buckets of its values,
+//     so the cache must walk the whole scope to produce it whatever it
+//     knows; a bucket's keys would only replace matching one string per
+//     Event against a few values by a map lookup per Event, no cheaper. It
+//     is therefore one pass over the scope, exactly the cost of its
+//     equivalent `f!=a,f!=b`, which kube-apiserver accepts; beside an `=` or
+//     `in` on an indexed field it filters those buckets.
+//   - watches: the watch cache keys watchers by one value of one field (the
+//     trigger, involvedObject.name: TriggerFuncs), so a watch with
+//     `involvedObject.name in (a,b)` is woken for every Event change and
+//     matches each against the set, as any kube-apiserver watch with a
+//     selector other than its trigger's `=` is. Splitting it into one watch
+//     per value would need the streams merged in resourceVersion order,
+//     which separate cacher watchers do not guarantee; delivering out of
+//     order would break resuming from a resourceVersion.
+//   - kube-apiserver's field selector grammar (k8s.io/apimachinery
+//     fields.ParseSelector at v0.36.3: `=`, `==`, `!=` and nothing else)
+//     has no set form of its own, so no other spelling is accepted: the
+//     internal labels below never reach a client, and a client sending one
+//     (`reason:in=x`) gets kube-apiserver's 400 for an unknown label
+//     (clientLabelMark).
 //
 // The rewrite happens before the handler decodes the options: each set
 // requirement becomes a one-term field requirement whose label carries the
@@ -40,6 +71,13 @@ import (
 const (
 	inSuffix    = ":in"
 	notInSuffix = ":notin"
+	// clientLabelMark marks a label a client spelled with one of the
+	// suffixes (or with the mark itself) in a plain field selector: such a
+	// label is no field, and its conversion fails with kube-apiserver's
+	// "field label not supported: <label as sent>" (LabelAsSent). Marking
+	// every such label, the mark included, keeps each client label apart
+	// from the internal ones whatever it spells.
+	clientLabelMark = ":sent"
 )
 
 // WithSetSelectors rewrites set-based fieldSelectors for the handlers that
@@ -49,7 +87,11 @@ func WithSetSelectors(handler http.Handler) http.Handler {
 		if strings.Contains(req.URL.RawQuery, "fieldSelector") {
 			query := req.URL.Query()
 			if values := query["fieldSelector"]; len(values) == 1 {
-				if rewritten, ok := RewriteSetSelector(values[0]); ok {
+				rewritten, ok := RewriteSetSelector(values[0])
+				if !ok {
+					rewritten, ok = markClientLabels(values[0])
+				}
+				if ok {
 					query.Set("fieldSelector", rewritten)
 					req.URL.RawQuery = query.Encode()
 				}
@@ -96,9 +138,56 @@ func RewriteSetSelector(selector string) (string, bool) {
 	return strings.Join(terms, ","), true
 }
 
+// markClientLabels marks the labels of a plain field selector that end
+// with a set suffix or the mark; ok is false when there are none, or when
+// the selector does not parse (the handler then refuses it as it comes).
+func markClientLabels(selector string) (string, bool) {
+	if !strings.Contains(selector, ":") {
+		return selector, false
+	}
+	parsed, err := fields.ParseSelector(selector)
+	if err != nil {
+		return selector, false
+	}
+	marked := false
+	terms := []fields.Selector{}
+	for _, r := range parsed.Requirements() {
+		label := r.Field
+		for _, suffix := range []string{inSuffix, notInSuffix, clientLabelMark} {
+			if strings.HasSuffix(label, suffix) {
+				label += clientLabelMark
+				marked = true
+				break
+			}
+		}
+		if r.Operator == selection.NotEquals {
+			terms = append(terms, fields.OneTermNotEqualSelector(label, r.Value))
+		} else {
+			terms = append(terms, fields.OneTermEqualSelector(label, r.Value))
+		}
+	}
+	if !marked {
+		return selector, false
+	}
+	return fields.AndSelectors(terms...).String(), true
+}
+
+// LabelAsSent is the label a conversion error names: as the client spelled
+// it, without the set suffix of a set-based requirement.
+func LabelAsSent(label string) string {
+	if sent, ok := strings.CutSuffix(label, clientLabelMark); ok {
+		return sent
+	}
+	base, _ := splitSetLabel(label)
+	return base
+}
+
 // splitSetLabel splits a label into the field label and its set suffix
-// ("" for a plain requirement).
+// ("" for a plain requirement, and for a client's marked label).
 func splitSetLabel(label string) (string, string) {
+	if strings.HasSuffix(label, clientLabelMark) {
+		return label, ""
+	}
 	for _, suffix := range []string{inSuffix, notInSuffix} {
 		if base, ok := strings.CutSuffix(label, suffix); ok {
 			return base, suffix
@@ -128,13 +217,13 @@ func ReadRequirement(r fields.Requirement) SetRequirement {
 	return SetRequirement{Field: r.Field, Values: []string{r.Value}, Not: r.Operator == selection.NotEquals}
 }
 
-// PerObjectIndexed reports whether an `=` on the internal label is answered
-// from a per-object or per-name index bucket (not a reporter's, which can
-// be larger than a namespace): what a set over it can be answered from, one
-// bucket per value.
-func PerObjectIndexed(label string) bool {
+// SetIndexed reports whether an `in` over the internal label is answered
+// from the watch cache's index buckets, one per value: a per-object or
+// per-name index always, a reporter's only for a list across namespaces
+// (namespaced false), as WithinNamespace keeps it off a namespace's list.
+func SetIndexed(label string, namespaced bool) bool {
 	for _, index := range Matcher(labels.Everything(), fields.OneTermEqualSelector(label, "x")).IndexFields {
-		if f, ok := byLabel[index]; ok && (f.index == perObject || f.index == perName) {
+		if f, ok := byLabel[index]; ok && (f.index == perObject || f.index == perName || (f.index == perReporter && !namespaced)) {
 			return true
 		}
 	}

@@ -53,6 +53,44 @@ func TestWithSetSelectors(t *testing.T) {
 	}
 }
 
+// TestClientLabels: a client's own spelling of an internal label is marked,
+// so that it is refused naming the label as sent, as kube-apiserver
+// refuses an unknown label; other selectors pass unchanged.
+func TestClientLabels(t *testing.T) {
+	cases := []struct{ in, want, sent string }{
+		{"reason:in=BackOff", "reason:in:sent=BackOff", "reason:in"},
+		{"type:notin!=Normal,reason=A", "reason=A,type:notin:sent!=Normal", "type:notin"},
+		{"type:sent=Normal", "type:sent:sent=Normal", "type:sent"},
+		{"reason=A:in", "", ""},
+		{"reason=BackOff", "", ""},
+	}
+	for _, tc := range cases {
+		got, ok := markClientLabels(tc.in)
+		if ok != (tc.want != "") || (ok && got != tc.want) {
+			t.Errorf("markClientLabels(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		parsed, err := fields.ParseSelector(got)
+		if err != nil {
+			t.Fatalf("%q: %v", got, err)
+		}
+		for _, r := range parsed.Requirements() {
+			if base, suffix := splitSetLabel(r.Field); suffix != "" || base != r.Field {
+				t.Errorf("%q: marked label %q reads as a set label", got, r.Field)
+			}
+			if sent := LabelAsSent(r.Field); r.Field != "reason" && sent != tc.sent {
+				t.Errorf("%q: LabelAsSent(%q) = %q, want %q", got, r.Field, sent, tc.sent)
+			}
+		}
+	}
+	if got := LabelAsSent("reason" + notInSuffix); got != "reason" {
+		t.Errorf("LabelAsSent of a set label = %q, want its field", got)
+	}
+}
+
 func TestSetSelectorMatches(t *testing.T) {
 	backOff := &core.Event{Reason: "BackOff", Type: "Warning", InvolvedObject: core.ObjectReference{Name: "web-0"}}
 	started := &core.Event{Reason: "Started", Type: "Normal", InvolvedObject: core.ObjectReference{Name: "web-1"},

@@ -61,15 +61,25 @@
 // replica sharing a PostgreSQL database shares the feed, and SQLite
 // replicas (a file each) do not.
 //
-// An Event's end is one change, on the latest version stored before it,
-// with DeletedAt set: a watcher sees MODIFIED for that record. Not DELETED:
-// the record stays in history (a list still returns it), and an informer
-// must hold what a list holds. A version stored after its Event's end (a
-// slower writer) carries the end in its own change.
+// An Event's end changes every record of the Event (each version's live
+// and deletedAt), so it is one change per version stored before it, as
+// kube-apiserver's watch sends one event per changed object: a watcher
+// sees MODIFIED for each, and an informer's store then holds what a fresh
+// list returns. Not DELETED: the records stay in history (a list still
+// returns them), and an informer must hold what a list holds. Each of those
+// changes has a position of its own, so that a watch stopped among them
+// resumes after the last it delivered, missing and repeating none: the end
+// takes a block of positions when it is stored, one per version of its
+// Event stored so far (first_seq to seq), given to the versions in
+// revision order, the latest at seq; a record's resourceVersion in a list is
+// the same position. A version stored after its Event's end (a slower
+// writer) carries the end in its own change. Ends stored before blocks
+// (schema version 3) keep their one position, on the latest version.
 //
 // Retention removes changes. Floor is the newest position it removed (the
-// floor is raised in the transaction that removes them, or before): a
-// cursor below the floor would miss a change, and is refused with 410,
+// floor is raised in the transaction that removes them, or before), a
+// removed version's end counted at its end's last position: a cursor below
+// the floor would miss a change, and is refused with 410,
 // as kube-apiserver refuses a watch from a compacted revision. Versions
 // stored before the store kept a feed are at position FeedOrigin: in lists
 // and a watch's initial state, never a change.

@@ -121,8 +121,8 @@ type Record struct {
 	DeletedAt       *time.Time
 	DeletedRevision int64
 	// Position is the feed position of the record's last change: its
-	// version's, or its end's once that is stored. Versions stored before
-	// the store kept a feed are at FeedOrigin.
+	// version's, or its end's on this version once that is stored.
+	// Versions stored before the store kept a feed are at FeedOrigin.
 	Position int64
 }
 
@@ -141,8 +141,9 @@ type FeedState struct {
 }
 
 // Change is one entry of the feed: a version newly stored, or the end of
-// an Event (Ended), whose Record is then the Event's latest version stored
-// before the end, with DeletedAt set.
+// an Event on one of its versions stored before the end (Ended), whose
+// Record then has DeletedAt set; an end is one such change per version,
+// each at its own position (the package doc).
 type Change struct {
 	Record
 	Ended bool

@@ -169,8 +169,9 @@ func resourceVersion(r *historyv1alpha1.EventRecord) int64 {
 }
 
 // Add keeps r when it is newer than what the timeline holds of its Event,
-// and says whether it did. The same version from both sources is kept once;
-// history's copy wins when it knows the Event was deleted since.
+// or when it is the same version with the Event's end the timeline did not
+// know (history's copy wins over the live one), and says whether it did.
+// The same version from both sources is kept once.
 func (t *Timeline) Add(r historyv1alpha1.EventRecord) bool {
 	key := eventKey(&r)
 	old, ok := t.newest[key]
@@ -179,10 +180,7 @@ func (t *Timeline) Add(r historyv1alpha1.EventRecord) bool {
 		if newRV < oldRV {
 			return false
 		}
-		if newRV == oldRV {
-			if old.DeletedAt == nil && r.DeletedAt != nil {
-				old.Live, old.DeletedAt = false, r.DeletedAt
-			}
+		if newRV == oldRV && (old.DeletedAt != nil || r.DeletedAt == nil) {
 			return false
 		}
 	}

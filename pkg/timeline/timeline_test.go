@@ -139,11 +139,17 @@ func TestTimelineMerge(t *testing.T) {
 }
 
 // TestTimelineLearnsDeletion: a version listed live, then found deleted in
-// history at the same resourceVersion, shows as deleted.
+// history at the same resourceVersion, shows as deleted, and Add says so
+// (-w prints the end); the end delivered again is not news.
 func TestTimelineLearnsDeletion(t *testing.T) {
 	tl := New()
 	tl.Add(record("a", "e1", "pod-1", 10, 0, "Normal", true))
-	tl.Add(record("a", "e1", "pod-1", 10, 0, "Normal", false))
+	if !tl.Add(record("a", "e1", "pod-1", 10, 0, "Normal", false)) {
+		t.Error("Add of the end of a live version returned false")
+	}
+	if tl.Add(record("a", "e1", "pod-1", 10, 0, "Normal", false)) {
+		t.Error("Add of the same end again returned true")
+	}
 	got := tl.Records(Filter{})
 	if len(got) != 1 || got[0].Live || got[0].DeletedAt == nil {
 		t.Fatalf("got %+v, want one deleted record", got)

@@ -258,10 +258,15 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	// What the consumer missed: every version etcd held that it did not
 	// receive, and the end of each Event that expired.
 	versions, deleted := truth.snapshot(t)
-	wantAdded := map[versionKey]bool{}
+	// An end is one MODIFIED per version of the Event, as each
+	// record's live changed: the consumer receives every one.
+	wantAdded, wantEnded := map[versionKey]bool{}, map[versionKey]bool{}
 	for k := range versions {
 		if !delivered[k] {
 			wantAdded[k] = true
+		}
+		if deleted[k.uid] {
+			wantEnded[k] = true
 		}
 	}
 	var resumed [][]feedDelivery
@@ -273,11 +278,11 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 			name = "another replica"
 		}
 		t.Run(name, func(t *testing.T) {
-			got := resumeFeed(ctx, t, server.Config(t), ns, resumeRV, len(wantAdded)+len(deleted), sentinels)
+			got := resumeFeed(ctx, t, server.Config(t), ns, resumeRV, len(wantAdded)+len(wantEnded), sentinels)
 			resumed = append(resumed, got)
 			last := rvInt(t, resumeRV)
 			added := map[versionKey]int{}
-			ended := map[string]int{}
+			ended := map[versionKey]int{}
 			for _, d := range got {
 				if rv := rvInt(t, d.rv); rv <= last {
 					t.Errorf("%s after resourceVersion %d: out of order or repeated", d, last)
@@ -288,7 +293,7 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 				case d.typ == watch.Added && !d.deleted:
 					added[d.key]++
 				case d.typ == watch.Modified && d.deleted:
-					ended[d.key.uid]++
+					ended[d.key]++
 				default:
 					t.Errorf("unexpected delivery %s", d)
 				}
@@ -303,13 +308,13 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 					t.Errorf("missed version %v of %s", k, versions[k].Name)
 				}
 			}
-			for uid := range deleted {
-				if ended[uid] != 1 {
-					t.Errorf("the end of Event %s received %d times, want once", uid, ended[uid])
+			for k := range wantEnded {
+				if ended[k] != 1 {
+					t.Errorf("the end of Event %s on its version %s received %d times, want once", k.uid, k.rv, ended[k])
 				}
 			}
-			if len(ended) != len(deleted) {
-				t.Errorf("ends of %d Events received, %d expired", len(ended), len(deleted))
+			if len(ended) != len(wantEnded) {
+				t.Errorf("ends of %d versions received, %d versions of expired Events", len(ended), len(wantEnded))
 			}
 		})
 	}
@@ -332,6 +337,101 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	pruner.ExtraArgs = append(append([]string{}, opts.ExtraArgs...), retention, "--history-retention-interval=1s")
 	pruning := framework.StartServer(t, pruner)
 	testFeedTooOld(ctx, t, pruning, ns, oldRV)
+}
+
+// TestHistoryFeedInformerAgreesWithList: after an Event's end, an
+// informer's store on eventrecords holds what a fresh list returns, every
+// version of the ended Event included, at the same resourceVersion and with
+// live false: the watch sends one MODIFIED per record the end changed, as
+// kube-apiserver's watch sends one event per changed object, each at its
+// own resourceVersion.
+func TestHistoryFeedInformerAgreesWithList(t *testing.T) {
+	t.Parallel()
+	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
+		"--history-batch-interval=50ms", "--event-ttl-rule=reason=Expiring:2s",
+	}})
+	ctx := pollCtx(t)
+	ns := uniqueName("feed-informer")
+	client := server.Client(t)
+	create := func(name, reason string) {
+		t.Helper()
+		now := metav1.Now()
+		if _, err := client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: name},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: "web-0-uid"},
+			Reason:         reason, Type: corev1.EventTypeNormal, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func(name string, count int) {
+		t.Helper()
+		if _, err := client.CoreV1().Events(ns).Patch(ctx, name, types.StrategicMergePatchType,
+			[]byte(fmt.Sprintf(`{"count":%d}`, count)), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumer := &feedConsumer{}
+	informer := consumer.run(ctx, t, server.Config(t), ns)
+	// Three versions of an Event that expires, two of one deleted, and one
+	// that stays.
+	create("expiring", "Expiring")
+	update("expiring", 2)
+	update("expiring", 3)
+	create("deleted", "Steady")
+	update("deleted", 2)
+	create("staying", "Steady")
+	if err := client.CoreV1().Events(ns).Delete(ctx, "deleted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	dyn := dynamic.NewForConfigOrDie(server.Config(t))
+	state := func(items []*unstructured.Unstructured) map[string]string {
+		out := map[string]string{}
+		for _, u := range items {
+			live, _, _ := unstructured.NestedBool(u.Object, "live")
+			out[u.GetName()] = fmt.Sprintf("rv=%s live=%v", u.GetResourceVersion(), live)
+		}
+		return out
+	}
+	var listed, held map[string]string
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := dyn.Resource(eventRecordsResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var items []*unstructured.Unstructured
+		ended := 0
+		for i := range list.Items {
+			items = append(items, &list.Items[i])
+			if live, _, _ := unstructured.NestedBool(list.Items[i].Object, "live"); !live {
+				ended++
+			}
+		}
+		listed = state(items)
+		// Both ends stored: the five versions of the two ended Events.
+		if len(items) != 6 || ended != 5 {
+			return false, nil
+		}
+		items = items[:0]
+		for _, obj := range informer.GetStore().List() {
+			items = append(items, obj.(*unstructured.Unstructured))
+		}
+		held = state(items)
+		return fmt.Sprint(held) == fmt.Sprint(listed), nil
+	})
+	if err != nil {
+		t.Fatalf("the informer's store never agreed with a fresh list (%v):\n list:     %v\n informer: %v\n deliveries: %v", err, listed, held, consumer.snapshot())
+	}
+	ends := 0
+	for _, d := range consumer.snapshot() {
+		if d.typ == watch.Modified && d.deleted {
+			ends++
+		}
+	}
+	if ends != 5 {
+		t.Errorf("%d MODIFIED ends delivered, want one per version of the ended Events (5): %v", ends, consumer.snapshot())
+	}
 }
 
 // resumeFeed watches from rv with client-go's RetryWatcher, as an exporter

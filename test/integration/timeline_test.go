@@ -257,60 +257,38 @@ func TestTimelinePlugin(t *testing.T) {
 }
 
 // testTimelineWatch starts `kubectl-timeline -w`, waits for the timeline,
-// then creates an Event and updates it, and measures how long each takes
-// to be printed.
+// then creates an Event, updates it and deletes it, and creates one that
+// expires with its TTL, and measures how long each takes to be printed.
+// With history installed, -w follows history's feed, so the two ends are
+// printed too, in the STATE column -w adds.
 func testTimelineWatch(t *testing.T, plugin string, server *framework.Server, client kubernetes.Interface, ns string, uid types.UID) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, plugin, "pod/web-0", "-n", ns, "-w", "--since=2h")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+server.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(server.Kubeconfig), "kubectl-cache"))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			lines <- scanner.Text()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	// waitFor reads printed rows until one shows reason with count.
-	waitFor := func(reason, count string) time.Time {
+	w := startTimelineWatch(t, ctx, plugin, server, "pod/web-0", "-n", ns, "-w", "--since=2h")
+	// waitFor reads printed rows until one shows reason with count, and
+	// with ended, a STATE of deleted.
+	waitFor := func(reason, count string, ended bool) time.Time {
 		t.Helper()
-		timeout := time.After(10 * time.Second)
-		for {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					t.Fatalf("kubectl-timeline -w exited before printing %s x%s: %v\nstderr: %s", reason, count, cmd.Wait(), stderr.String())
-				}
-				// FIRST SEEN, LAST SEEN, TYPE, REASON, COUNT, ...
-				if f := strings.Fields(line); len(f) > 4 && f[3] == reason && f[4] == count {
-					return time.Now()
-				}
-			case <-timeout:
-				t.Fatalf("kubectl-timeline -w did not print %s x%s within 10s; stderr: %s", reason, count, stderr.String())
+		return w.waitFor(t, fmt.Sprintf("%s x%s (ended %v)", reason, count, ended), func(line string) bool {
+			if strings.HasPrefix(line, "FIRST SEEN") && !strings.Contains(line, " STATE ") {
+				t.Errorf("-w following history prints no STATE column: %q", line)
 			}
-		}
+			// FIRST SEEN, LAST SEEN, TYPE, REASON, COUNT, REPORTER, UID,
+			// STATE (live, or deleted <age> ago), MESSAGE.
+			f := strings.Fields(line)
+			return len(f) > 7 && f[3] == reason && f[4] == count && (f[7] == "deleted") == ended
+		})
 	}
-	waitFor("Started", "2")
+	waitFor("Started", "2", false)
 
 	event := timelineEvent("web-0.3-unhealthy", "Pod", "web-0", uid, "Unhealthy", "Warning", "kubelet", time.Now())
 	event.InvolvedObject.Namespace = ns
 	created := time.Now()
-	event, err = client.CoreV1().Events(ns).Create(ctx, event, metav1.CreateOptions{})
+	event, err := client.CoreV1().Events(ns).Create(ctx, event, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	printed := waitFor("Unhealthy", "1")
+	printed := waitFor("Unhealthy", "1", false)
 	t.Logf("a new Event was printed %v after its create was sent", printed.Sub(created))
 
 	event.Count, event.LastTimestamp = 2, metav1.Now()
@@ -318,14 +296,90 @@ func testTimelineWatch(t *testing.T, plugin string, server *framework.Server, cl
 	if _, err := client.CoreV1().Events(ns).Update(ctx, event, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	printed = waitFor("Unhealthy", "2")
+	printed = waitFor("Unhealthy", "2", false)
 	t.Logf("its next occurrence was printed %v after the update was sent", printed.Sub(updated))
 
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	deleted := time.Now()
+	if err := client.CoreV1().Events(ns).Delete(ctx, event.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("kubectl-timeline -w after Ctrl-C: %v; stderr: %s", err, stderr.String())
+	printed = waitFor("Unhealthy", "2", true)
+	t.Logf("its delete was printed %v after it was sent", printed.Sub(deleted))
+
+	// expiring-kubelet's Events live 3s (the server's --event-ttl-rule).
+	expiring := timelineEvent("web-0.3-pulled", "Pod", "web-0", uid, "Pulled", "Normal", "expiring-kubelet", time.Now())
+	expiring.InvolvedObject.Namespace = ns
+	expiringCreated := time.Now()
+	if _, err := client.CoreV1().Events(ns).Create(ctx, expiring, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("Pulled", "1", false)
+	waitFor("Pulled", "1", true)
+	t.Logf("an Event with a 3s TTL was printed as ended %v after its create was sent", time.Since(expiringCreated))
+
+	w.interrupt(t)
+}
+
+// timelineWatch is a running `kubectl-timeline -w` and the rows it prints.
+type timelineWatch struct {
+	cmd    *exec.Cmd
+	stderr *strings.Builder
+	lines  chan string
+}
+
+func startTimelineWatch(t *testing.T, ctx context.Context, plugin string, server *framework.Server, args ...string) *timelineWatch {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, plugin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+server.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(server.Kubeconfig), "kubectl-cache"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &timelineWatch{cmd: cmd, stderr: &strings.Builder{}, lines: make(chan string, 100)}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.lines)
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			w.lines <- scanner.Text()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	return w
+}
+
+// waitFor reads printed rows until one matches, and returns when it came.
+// The 20s bound only ends a test that would otherwise hang; the delays
+// are reported, not asserted.
+func (w *timelineWatch) waitFor(t *testing.T, what string, match func(line string) bool) time.Time {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case line, ok := <-w.lines:
+			if !ok {
+				t.Fatalf("kubectl-timeline -w exited before printing %s: %v\nstderr: %s", what, w.cmd.Wait(), w.stderr.String())
+			}
+			if match(line) {
+				return time.Now()
+			}
+		case <-timeout:
+			t.Fatalf("kubectl-timeline -w did not print %s within 20s; stderr: %s", what, w.stderr.String())
+		}
+	}
+}
+
+// interrupt ends the watch as Ctrl-C does, which must exit cleanly.
+func (w *timelineWatch) interrupt(t *testing.T) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Wait(); err != nil {
+		t.Errorf("kubectl-timeline -w after Ctrl-C: %v; stderr: %s", err, w.stderr.String())
 	}
 }
 
@@ -352,4 +406,19 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "Scheduled") || !strings.Contains(lines[1], "uid-live") {
 		t.Errorf("stdout does not show the live Event:\n%s", stdout)
 	}
+
+	// -w follows the live Events instead of history's feed.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := startTimelineWatch(t, ctx, plugin, server, "pod/web-0", "-n", ns, "-w")
+	w.waitFor(t, "the live Event", func(line string) bool { return strings.Contains(line, "Scheduled") })
+	next := timelineEvent("web-0.pulled", "Pod", "web-0", "uid-live", "Pulled", "Normal", "kubelet", time.Now())
+	next.InvolvedObject.Namespace = ns
+	created := time.Now()
+	if _, err := client.CoreV1().Events(ns).Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	printed := w.waitFor(t, "the new Event", func(line string) bool { return strings.Contains(line, "Pulled") })
+	t.Logf("without history, a new Event was printed %v after its create was sent", printed.Sub(created))
+	w.interrupt(t)
 }

@@ -105,7 +105,7 @@ func (f *Flags) AddFlags(cmd *cobra.Command) {
 	f.PrintFlags.AddFlags(cmd)
 	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (%s). Without it, a table; wide adds each Event's name and whether it is still live.",
 		strings.Join(append(f.PrintFlags.AllowedFormats(), "wide"), ", "))
-	cmd.Flags().BoolVarP(&f.Watch, "watch", "w", f.Watch, "After printing the timeline, follow new Events of the object as they happen.")
+	cmd.Flags().BoolVarP(&f.Watch, "watch", "w", f.Watch, "After printing the timeline, follow new Events of the object as they happen. Where history is installed, follow its feed: each Event's end (expiry or delete) shows too, in a STATE column, and a reconnect resumes where it stopped.")
 	cmd.Flags().BoolVarP(&f.AllNamespaces, "all-namespaces", "A", f.AllNamespaces, "Look for the object in every namespace. Namespace in current context is ignored even if specified with --namespace.")
 	cmd.Flags().DurationVar(&f.Since, "since", f.Since, "Only Events last seen within this duration before now (e.g. 48h, 30m). Default: all that are kept.")
 	cmd.Flags().StringSliceVar(&f.Types, "types", f.Types, "Output only events of given types.")

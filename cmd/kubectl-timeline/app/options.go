@@ -26,8 +26,10 @@ type Options struct {
 	Object        Object
 	Filter        timeline.Filter
 
-	sources  *sources
-	follower follower
+	sources *sources
+	// live follows the Events API; history, history's feed, where it is
+	// installed.
+	live, history follower
 
 	// human is set for the table forms (default and wide); printer for the
 	// others (json, yaml, ...), which print EventRecords.
@@ -94,7 +96,8 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 		filter:    o.Filter,
 		chunkSize: f.ChunkSize,
 	}
-	o.follower = &liveFollower{events: o.sources.events, selector: o.sources.liveSelector()}
+	o.live = &liveFollower{events: o.sources.events, selector: o.sources.liveSelector()}
+	o.history = &historyFollower{history: history, namespace: namespace, selector: o.sources.historySelector()}
 
 	switch format := *f.PrintFlags.OutputFormat; format {
 	case "", "wide":
@@ -140,11 +143,19 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = o.sources.listHistory(ctx, func(r historyv1alpha1.EventRecord) { tl.Add(r) })
+	follower := o.history
+	historyVersion, err := o.sources.listHistory(ctx, func(r historyv1alpha1.EventRecord) { tl.Add(r) })
 	if reason, ok := historyUnavailable(err, o.sources.namespace); ok {
 		fmt.Fprintf(o.ErrOut, "%s: showing live Events only, without those of deleted objects or past the Events' TTL.\n", reason)
+		follower = o.live
 	} else if err != nil {
 		return err
+	} else {
+		resourceVersion = historyVersion
+		if o.human != nil && o.Watch {
+			// The feed shows Events end: the table says which.
+			o.human.state = true
+		}
 	}
 
 	records := tl.Records(o.Filter)
@@ -174,12 +185,13 @@ func (o *Options) Run(ctx context.Context) error {
 			}
 		}
 	}
-	return o.follow(ctx, tl, resourceVersion)
+	return o.follow(ctx, follower, tl, resourceVersion)
 }
 
-// follow prints each new version of the object's Events until ctx ends.
-func (o *Options) follow(ctx context.Context, tl *timeline.Timeline, resourceVersion string) error {
-	return o.follower.follow(ctx, resourceVersion, func(r historyv1alpha1.EventRecord) error {
+// follow prints each new version of the object's Events, and with history
+// each Event's end, until ctx ends.
+func (o *Options) follow(ctx context.Context, f follower, tl *timeline.Timeline, resourceVersion string) error {
+	return f.follow(ctx, resourceVersion, func(r historyv1alpha1.EventRecord) error {
 		if !tl.Add(r) || !o.Filter.Match(&r) {
 			return nil
 		}

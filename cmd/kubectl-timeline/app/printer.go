@@ -20,9 +20,12 @@ import (
 // when the Event began and last happened, what, how often, who reported
 // it, and which incarnation (the uid of the object it regards). Wide adds
 // the record's name (<event name>.<resourceVersion>, which `kubectl get
-// eventrecords` finds) and whether the Event is still live.
+// eventrecords` finds) and whether the Event is still live; -w following
+// history adds that state alone, since the feed prints an Event's end as
+// another row of it.
 type humanPrinter struct {
 	wide          bool
+	state         bool
 	noHeaders     bool
 	allNamespaces bool
 	now           func() time.Time
@@ -53,8 +56,11 @@ func (p *humanPrinter) printHeaders(w io.Writer) {
 	if p.allNamespaces {
 		columns = append([]string{"NAMESPACE"}, columns...)
 	}
-	if p.wide {
+	switch {
+	case p.wide:
 		columns = append(columns, "EVENT", "STATE")
+	case p.state:
+		columns = append(columns, "STATE")
 	}
 	fmt.Fprintln(w, strings.Join(append(columns, "MESSAGE"), "\t"))
 }
@@ -74,8 +80,11 @@ func (p *humanPrinter) printRecord(w io.Writer, r *historyv1alpha1.EventRecord) 
 	if p.allNamespaces {
 		cells = append([]string{printers.EscapeTerminal(r.Namespace)}, cells...)
 	}
-	if p.wide {
+	switch {
+	case p.wide:
 		cells = append(cells, printers.EscapeTerminal(e.Name), state(now, r))
+	case p.state:
+		cells = append(cells, state(now, r))
 	}
 	cells = append(cells, printers.EscapeTerminal(strings.TrimSpace(e.Note)))
 	fmt.Fprintln(w, strings.Join(cells, "\t"))

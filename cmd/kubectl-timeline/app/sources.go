@@ -96,13 +96,16 @@ func (s *sources) listLive(ctx context.Context, add func(historyv1alpha1.EventRe
 	}
 }
 
-// listHistory lists the object's records page by page. History holds every
-// version of each Event; the timeline keeps the newest.
-func (s *sources) listHistory(ctx context.Context, add func(historyv1alpha1.EventRecord)) error {
+// listHistory lists the object's records page by page and returns the
+// list's resourceVersion, the history cursor a watch of the feed continues
+// from. History holds every version of each Event; the timeline keeps the
+// newest.
+func (s *sources) listHistory(ctx context.Context, add func(historyv1alpha1.EventRecord)) (string, error) {
 	opts := metav1.ListOptions{FieldSelector: s.historySelector(), Limit: s.chunkSize}
+	resourceVersion := ""
 	for pages := 0; ; pages++ {
 		if pages == maxPages {
-			return fmt.Errorf("listing eventrecords: more than %d pages", maxPages)
+			return "", fmt.Errorf("listing eventrecords: more than %d pages", maxPages)
 		}
 		list := &historyv1alpha1.EventRecordList{}
 		err := s.history.Get().
@@ -112,13 +115,16 @@ func (s *sources) listHistory(ctx context.Context, add func(historyv1alpha1.Even
 			Do(ctx).
 			Into(list)
 		if err != nil {
-			return err
+			return "", err
+		}
+		if resourceVersion == "" {
+			resourceVersion = list.ResourceVersion
 		}
 		for i := range list.Items {
 			add(list.Items[i])
 		}
 		if list.Continue == "" {
-			return nil
+			return resourceVersion, nil
 		}
 		opts.Continue = list.Continue
 	}

@@ -69,6 +69,9 @@ ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 
 ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS event_versions_by_seq ON event_versions (seq) WHERE seq > 0;
 CREATE INDEX IF NOT EXISTS event_deletions_by_seq ON event_deletions (seq) WHERE seq > 0;
+-- An end's block of feed positions, first_seq to seq (the SQLite store's
+-- endPosition); 0 for ends stored before blocks, which have one, seq.
+ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS first_seq bigint NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS feed_head (
 	id int PRIMARY KEY CHECK (id = 1),
 	position bigint NOT NULL,
@@ -222,19 +225,58 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 				v.RegardingKind, v.RelatedUID, v.RelatedName, v.Reason, v.Type, v.ReportingController,
 				v.LastSeen.UnixNano(), v.ObservedAt.UnixNano(), v.Object, position)
 		}
-		for _, d := range batch.Deletions {
-			position++
-			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at, seq) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano(), position)
+		// The versions go first: an end's block has a position for each
+		// version of its Event stored before it, these included.
+		if err := sendBatch(ctx, tx, b); err != nil {
+			return err
 		}
-		gone := b.Len()
+		b = &pgx.Batch{}
+		if len(batch.Deletions) > 0 {
+			uids := make([]string, 0, len(batch.Deletions))
+			for _, d := range batch.Deletions {
+				uids = append(uids, d.UID)
+			}
+			counts := map[string]int64{}
+			rows, err := tx.Query(ctx, `SELECT uid, count(*) FROM event_versions WHERE uid = ANY($1::text[]) GROUP BY uid`, uids)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var uid string
+				var n int64
+				if err := rows.Scan(&uid, &n); err != nil {
+					rows.Close()
+					return err
+				}
+				counts[uid] = n
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, d := range batch.Deletions {
+				first := position + 1
+				position += max(counts[d.UID], 1)
+				b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at, seq, first_seq) VALUES ($1, $2, $3, $4, $5)
+					ON CONFLICT (uid) DO NOTHING`, d.UID, d.Revision, d.At.UnixNano(), position, first)
+			}
+		}
 		if g := batch.Gone; g != nil {
-			b.Queue(`INSERT INTO event_deletions (uid, revision, deleted_at, seq)
-				SELECT uid, $1::bigint, $2::bigint, $4::bigint + row_number() OVER (ORDER BY uid) FROM
+			if err := sendBatch(ctx, tx, b); err != nil {
+				return err
+			}
+			b = &pgx.Batch{}
+			if err := tx.QueryRow(ctx, `WITH ins AS (INSERT INTO event_deletions (uid, revision, deleted_at, seq, first_seq)
+				SELECT uid, $1::bigint, $2::bigint, ($4::bigint + sum(n) OVER (ORDER BY uid))::bigint,
+					($4::bigint + sum(n) OVER (ORDER BY uid) - n + 1)::bigint FROM
+				(SELECT u.uid, (SELECT count(*) FROM event_versions h WHERE h.uid = u.uid) AS n FROM
 				(SELECT DISTINCT v.uid FROM event_versions v
 				WHERE v.revision <= $1 AND NOT (v.uid = ANY($3::text[]))
-				AND NOT EXISTS (SELECT 1 FROM event_deletions d WHERE d.uid = v.uid)) unseen
-				ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), g.Live, position)
+				AND NOT EXISTS (SELECT 1 FROM event_deletions d WHERE d.uid = v.uid)) u) unseen
+				ON CONFLICT (uid) DO NOTHING RETURNING seq)
+				SELECT GREATEST($4::bigint, coalesce(max(seq), 0)) FROM ins`, g.Revision, g.At.UnixNano(), g.Live, position).Scan(&position); err != nil {
+				return err
+			}
 		}
 		if batch.Source != "" {
 			b.Queue(`INSERT INTO capture_progress (source, revision) VALUES ($1, $2)
@@ -242,23 +284,27 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 				ELSE GREATEST(capture_progress.revision, excluded.revision) END`,
 				batch.Source, batch.Revision, batch.Rewind)
 		}
-		results := tx.SendBatch(ctx, b)
-		for i := 0; i < b.Len(); i++ {
-			tag, err := results.Exec()
-			if err != nil {
-				results.Close()
-				return err
-			}
-			if i == gone && batch.Gone != nil {
-				position += tag.RowsAffected()
-			}
-		}
-		if err := results.Close(); err != nil {
+		if err := sendBatch(ctx, tx, b); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE feed_head SET position = $1 WHERE id = 1`, position)
 		return err
 	})
+}
+
+// sendBatch runs the queued statements in one round trip.
+func sendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	results := tx.SendBatch(ctx, b)
+	for i := 0; i < b.Len(); i++ {
+		if _, err := results.Exec(); err != nil {
+			results.Close()
+			return err
+		}
+	}
+	return results.Close()
 }
 
 func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error) {
@@ -273,10 +319,16 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 	return rev, err == nil, err
 }
 
+// endPosition is the feed position of the end of version v's Event d on v,
+// NULL without an end; see the SQLite store's.
+const endPosition = `CASE WHEN d.seq IS NULL THEN NULL ELSE GREATEST(CASE WHEN d.first_seq > 0 THEN d.first_seq ELSE d.seq END,
+	d.seq - (SELECT count(*) FROM event_versions h WHERE h.uid = v.uid AND h.seq < d.seq AND h.revision > v.revision)) END`
+
 // recordColumns are what scanRecord reads, from versions v and deletions d.
 const recordColumns = `v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
 	v.regarding_namespace, v.regarding_kind, v.related_uid, v.related_name, v.reason, v.type,
-	v.reporting_controller, v.last_seen, v.observed_at, v.object, v.seq, d.revision, d.deleted_at, d.seq`
+	v.reporting_controller, v.last_seen, v.observed_at, v.object, v.seq, d.revision AS deleted_revision, d.deleted_at,
+	` + endPosition + ` AS end_position`
 
 // selectRecord reads versions with their Event's end, as of feed position
 // through (0: all that is committed).
@@ -395,11 +447,13 @@ func (s *Store) Changes(ctx context.Context, q history.ChangeQuery) ([]history.C
 	if err != nil {
 		return nil, err
 	}
-	ends := `(SELECT ` + recordColumns + `, d.seq AS position, true AS ended
-		FROM event_deletions d CROSS JOIN LATERAL (SELECT * FROM event_versions l
-			WHERE l.uid = d.uid AND l.seq < d.seq ORDER BY l.revision DESC LIMIT 1) v` + endsWhere +
-		` ORDER BY d.seq LIMIT ` + bind(limit) + `)`
-	query := versions + ` UNION ALL ` + ends + ` ORDER BY position LIMIT ` + bind(limit)
+	// An end from before blocks is on its Event's latest version only.
+	ends := `(SELECT ` + recordColumns + `, ` + endPosition + ` AS position, true AS ended
+		FROM event_deletions d JOIN event_versions v ON v.uid = d.uid AND v.seq < d.seq` + endsWhere +
+		` AND ` + endPosition + ` > ` + bind(q.After) + `
+		AND (d.first_seq > 0 OR v.revision = (SELECT max(l.revision) FROM event_versions l WHERE l.uid = d.uid AND l.seq < d.seq))
+		ORDER BY d.seq, v.revision LIMIT ` + bind(limit) + `)`
+	query := versions + ` UNION ALL ` + ends + ` ORDER BY position, revision LIMIT ` + bind(limit)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -475,7 +529,9 @@ func (s *Store) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, _ 
 			break
 		}
 		var rows, newest int64
-		if err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(max(seq), 0) FROM %s`, pgx.Identifier{p.name}.Sanitize())).Scan(&rows, &newest); err != nil {
+		// A dropped version's end is a change too (at most its end's seq).
+		if err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(max(GREATEST(v.seq, coalesce(d.seq, 0))), 0)
+			FROM %s v LEFT JOIN event_deletions d ON d.uid = v.uid`, pgx.Identifier{p.name}.Sanitize())).Scan(&rows, &newest); err != nil {
 			return deleted, err
 		}
 		// The floor first: a crash between the two leaves it too high,

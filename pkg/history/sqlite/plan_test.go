@@ -66,3 +66,44 @@ func TestQueryPlans(t *testing.T) {
 		})
 	}
 }
+
+// TestChangesPlan: a feed read walks the versions and the ends by their
+// position indexes (an end's versions by uid), never the whole versions
+// table, with or without a filter.
+func TestChangesPlan(t *testing.T) {
+	s := openTest(t)
+	for name, conditions := range map[string][]history.Condition{
+		"all":           nil,
+		"regarding.uid": {{Columns: []history.Column{history.ColumnRegardingUID}, Value: "x"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			query, args, err := changesQuery(history.ChangeQuery{After: 5, Through: 100, Limit: 100, Conditions: conditions})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			joined := strings.Join(plan, "\n")
+			for _, index := range []string{"deletions_by_seq", "versions_by_uid"} {
+				if !strings.Contains(joined, index) {
+					t.Errorf("the plan does not use %s:\n%s", index, joined)
+				}
+			}
+			if strings.Contains(joined, "SCAN v ") || strings.Contains(joined, "SCAN v\n") || strings.HasSuffix(joined, "SCAN v") {
+				t.Errorf("the plan scans the versions table:\n%s", joined)
+			}
+		})
+	}
+}

@@ -35,7 +35,7 @@ import (
 
 // schemaVersion is the file's PRAGMA user_version once schema is in place.
 // Files written before it was set (user_version 0) are migrated by migrate.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // schema is version 3 (version 2 and the feed, feedSchema). A version is identified by its etcd key and mod
 // revision, (namespace, name, revision), which versions_by_name already
@@ -76,7 +76,8 @@ CREATE TABLE IF NOT EXISTS deletions (
 	uid TEXT PRIMARY KEY,
 	revision INTEGER NOT NULL,
 	deleted_at INTEGER NOT NULL,
-	seq INTEGER NOT NULL DEFAULT 0
+	seq INTEGER NOT NULL DEFAULT 0,
+	first_seq INTEGER NOT NULL DEFAULT 0
 );
 -- counters.versions is the row count of versions, kept by Write and Retain:
 -- count(*) reads the whole table, seconds at 10^7 rows.
@@ -112,6 +113,13 @@ INSERT OR IGNORE INTO feed (id, position, floor) VALUES (1, 1, 1);
 const migrateV2 = `
 ALTER TABLE versions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE deletions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+`
+
+// migrateV3 gives an end its block of positions (history.Deletion's doc):
+// first_seq is its first, seq its last. Ends stored before have 0, one
+// position: their change stays the one on the Event's latest version.
+const migrateV3 = `
+ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 `
 
 // migrateV1 turns a version 1 file into version 2 in one transaction: the
@@ -238,10 +246,16 @@ func migrate(db *sql.DB) error {
 			return fmt.Errorf("migrating from schema version 1: %w", err)
 		}
 	}
-	if tables > 0 {
+	if tables > 0 && version < 3 {
 		klog.InfoS("Migrating the Event history file to schema version 3: the feed's columns and indexes", "version", max(version, 1))
 		if _, err := tx.Exec(migrateV2); err != nil {
 			return fmt.Errorf("migrating to schema version 3: %w", err)
+		}
+	}
+	if tables > 0 {
+		klog.InfoS("Migrating the Event history file to schema version 4: an end's block of feed positions", "version", max(version, 1))
+		if _, err := tx.Exec(migrateV3); err != nil {
+			return fmt.Errorf("migrating to schema version 4: %w", err)
 		}
 	}
 	if _, err := tx.Exec(schema); err != nil {
@@ -288,16 +302,13 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 			return err
 		}
 	}
-	if err := insertDeletions(ctx, tx, batch.Deletions, position); err != nil {
+	if position, err = insertDeletions(ctx, tx, batch.Deletions, position); err != nil {
 		return err
 	}
-	position += int64(len(batch.Deletions))
 	if g := batch.Gone; g != nil {
-		n, err := recordGone(ctx, tx, g, position)
-		if err != nil {
+		if position, err = recordGone(ctx, tx, g, position); err != nil {
 			return err
 		}
-		position += n
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE feed SET position = ? WHERE id = 1`, position); err != nil {
 		return err
@@ -380,13 +391,35 @@ func insertVersions(ctx context.Context, tx *sql.Tx, versions []history.Version,
 		})
 }
 
-func insertDeletions(ctx context.Context, tx *sql.Tx, deletions []history.Deletion, after int64) error {
-	_, err := insertRows(ctx, tx, `INSERT OR IGNORE INTO deletions (uid, revision, deleted_at, seq) VALUES `, 4, len(deletions),
+// insertDeletions gives each end the next block of positions, one per
+// version of its Event stored so far (at least one), and returns the last
+// position taken; an end already stored keeps its own, and the block it was
+// offered is a gap in the feed.
+func insertDeletions(ctx context.Context, tx *sql.Tx, deletions []history.Deletion, after int64) (int64, error) {
+	if len(deletions) == 0 {
+		return after, nil
+	}
+	count, err := tx.PrepareContext(ctx, `SELECT count(*) FROM versions WHERE uid = ?`)
+	if err != nil {
+		return after, err
+	}
+	defer count.Close()
+	first := make([]int64, len(deletions))
+	last := make([]int64, len(deletions))
+	for i := range deletions {
+		var n int64
+		if err := count.QueryRowContext(ctx, deletions[i].UID).Scan(&n); err != nil {
+			return after, err
+		}
+		first[i], last[i] = after+1, after+max(n, 1)
+		after = last[i]
+	}
+	_, err = insertRows(ctx, tx, `INSERT OR IGNORE INTO deletions (uid, revision, deleted_at, seq, first_seq) VALUES `, 5, len(deletions),
 		func(i int, args []any) []any {
 			d := &deletions[i]
-			return append(args, d.UID, d.Revision, d.At.UnixNano(), after+int64(i)+1)
+			return append(args, d.UID, d.Revision, d.At.UnixNano(), last[i], first[i])
 		})
-	return err
+	return after, err
 }
 
 type execer interface {
@@ -401,8 +434,8 @@ func addRows(ctx context.Context, db execer, n int64) error {
 	return err
 }
 
-// recordGone stores the unseen deletions at positions after+1... and
-// returns how many it stored.
+// recordGone stores the unseen deletions in blocks of positions after
+// after, as insertDeletions does, and returns the last position taken.
 func recordGone(ctx context.Context, tx *sql.Tx, g *history.Gone, after int64) (int64, error) {
 	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS live (uid TEXT PRIMARY KEY)`); err != nil {
 		return 0, err
@@ -416,14 +449,18 @@ func recordGone(ctx context.Context, tx *sql.Tx, g *history.Gone, after int64) (
 		}
 	}
 	// "WHERE true" keeps the upsert clause from being read as the join's ON.
-	res, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at, seq)
-		SELECT uid, ?, ?, ? + row_number() OVER (ORDER BY uid) FROM (SELECT DISTINCT v.uid FROM versions v
-		WHERE v.revision <= ? AND v.uid NOT IN (SELECT uid FROM live) AND v.uid NOT IN (SELECT uid FROM deletions)) WHERE true
-		ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), after, g.Revision)
-	if err != nil {
-		return 0, err
+	if _, err := tx.ExecContext(ctx, `INSERT INTO deletions (uid, revision, deleted_at, seq, first_seq)
+		SELECT uid, ?, ?, ? + sum(n) OVER (ORDER BY uid), ? + sum(n) OVER (ORDER BY uid) - n + 1 FROM
+		(SELECT u.uid, (SELECT count(*) FROM versions h WHERE h.uid = u.uid) AS n FROM (SELECT DISTINCT v.uid FROM versions v
+		WHERE v.revision <= ? AND v.uid NOT IN (SELECT uid FROM live) AND v.uid NOT IN (SELECT uid FROM deletions)) u) WHERE true
+		ON CONFLICT (uid) DO NOTHING`, g.Revision, g.At.UnixNano(), after, after, g.Revision); err != nil {
+		return after, err
 	}
-	return res.RowsAffected()
+	var last int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM deletions WHERE seq > ?`, after).Scan(&last); err != nil {
+		return after, err
+	}
+	return max(after, last), nil
 }
 
 func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error) {
@@ -435,10 +472,23 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 	return rev, err == nil, err
 }
 
+// endPosition is the feed position of the end of version v's Event d on v
+// (NULL without an end): an end takes one position per version stored
+// before it, first_seq to seq in revision order, so the Event's latest
+// version's is seq and each older one's is one lower per version above it.
+// Retention removing a version above v moves v's up, never past seq nor
+// below first_seq. An end stored before blocks (first_seq 0) has one
+// position, seq, on its latest version.
+//
+// CASE first: a record without an end (most, in a list) costs no count.
+const endPosition = `CASE WHEN d.seq IS NULL THEN NULL ELSE max(CASE WHEN d.first_seq > 0 THEN d.first_seq ELSE d.seq END,
+	d.seq - (SELECT count(*) FROM versions h WHERE h.uid = v.uid AND h.seq < d.seq AND h.revision > v.revision)) END`
+
 // recordColumns are what scanRecord reads, from versions v and deletions d.
 const recordColumns = `v.uid, v.revision, v.namespace, v.name, v.regarding_uid, v.regarding_name,
 	v.regarding_namespace, v.regarding_kind, v.related_uid, v.related_name, v.reason, v.type,
-	v.reporting_controller, v.last_seen, v.observed_at, v.object, v.seq, d.revision, d.deleted_at, d.seq`
+	v.reporting_controller, v.last_seen, v.observed_at, v.object, v.seq, d.revision AS deleted_revision, d.deleted_at,
+	` + endPosition + ` AS end_position`
 
 // selectRecord reads versions with their Event's end, as of feed position
 // through (0: all that is committed).
@@ -529,11 +579,13 @@ func (s *Store) Feed(ctx context.Context) (history.FeedState, error) {
 	return f, err
 }
 
-// Changes reads new versions and Events' ends, each leg by its position
-// index, and merges them. A version's end shows on it only when the end
-// came first (it is then delivered once, as part of the version); a later
-// end is its own change, on the latest version stored before it.
-func (s *Store) Changes(ctx context.Context, q history.ChangeQuery) ([]history.Change, error) {
+// changesQuery is Changes' statement. The ends leg is a CROSS JOIN, which
+// SQLite reads in the order written: the ends by their position index, then
+// each end's versions by uid; left to choose, the planner walked all of
+// versions (TestChangesPlan). v.seq > 0 and d.seq > 0 state the position
+// indexes' condition, without which SQLite does not use a partial index:
+// the versions leg then walked the whole table on every read.
+func changesQuery(q history.ChangeQuery) (string, []any, error) {
 	var args []any
 	bind := func(v any) string { args = append(args, v); return "?" }
 	limit := q.Limit
@@ -542,20 +594,37 @@ func (s *Store) Changes(ctx context.Context, q history.ChangeQuery) ([]history.C
 	}
 	versionsWhere, err := q.Where("v.seq", bind)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	versions := `SELECT * FROM (SELECT ` + recordColumns + `, v.seq AS position, 0 AS ended
 		FROM versions v LEFT JOIN deletions d ON d.uid = v.uid AND d.seq < v.seq` + versionsWhere +
-		` ORDER BY v.seq LIMIT ` + bind(limit) + `)`
+		` AND v.seq > 0 ORDER BY v.seq LIMIT ` + bind(limit) + `)`
 	endsWhere, err := q.Where("d.seq", bind)
+	if err != nil {
+		return "", nil, err
+	}
+	// An end from before blocks is on its Event's latest version only.
+	ends := `SELECT * FROM (SELECT ` + recordColumns + `, ` + endPosition + ` AS position, 1 AS ended
+		FROM deletions d CROSS JOIN versions v ON v.uid = d.uid AND v.seq < d.seq` + endsWhere +
+		` AND d.seq > 0 AND ` + endPosition + ` > ` + bind(q.After) + `
+		AND (d.first_seq > 0 OR v.rowid = (SELECT l.rowid FROM versions l
+			WHERE l.uid = d.uid AND l.seq < d.seq ORDER BY l.revision DESC LIMIT 1))
+		ORDER BY d.seq, v.revision LIMIT ` + bind(limit) + `)`
+	return versions + ` UNION ALL ` + ends + ` ORDER BY position, revision LIMIT ` + bind(limit), args, nil
+}
+
+// Changes reads new versions and Events' ends, each leg by its position
+// index, and merges them. A version's end shows on it only when the end
+// came first (it is then delivered once, as part of the version); a later
+// end is a change on each version stored before it, at that version's
+// endPosition, in the order of the positions (the ends' by seq, then each
+// end's versions by revision), so that a page may stop inside an end's
+// block and the next resume after the last version delivered.
+func (s *Store) Changes(ctx context.Context, q history.ChangeQuery) ([]history.Change, error) {
+	query, args, err := changesQuery(q)
 	if err != nil {
 		return nil, err
 	}
-	ends := `SELECT * FROM (SELECT ` + recordColumns + `, d.seq AS position, 1 AS ended
-		FROM deletions d JOIN versions v ON v.rowid = (SELECT l.rowid FROM versions l
-			WHERE l.uid = d.uid AND l.seq < d.seq ORDER BY l.revision DESC LIMIT 1)` + endsWhere +
-		` ORDER BY d.seq LIMIT ` + bind(limit) + `)`
-	query := versions + ` UNION ALL ` + ends + ` ORDER BY position LIMIT ` + bind(limit)
 	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -659,7 +728,10 @@ func (s *Store) deleteOldest(ctx context.Context, victims string, args ...any) (
 		return 0, err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `UPDATE feed SET floor = max(floor, coalesce((SELECT max(seq) FROM versions WHERE rowid IN (`+victims+`)), 0)) WHERE id = 1`, args...); err != nil {
+	// A removed version's end is a change too (its endPosition, at most
+	// its end's seq), now gone with it.
+	if _, err := tx.ExecContext(ctx, `UPDATE feed SET floor = max(floor, coalesce((SELECT max(max(v.seq, coalesce(d.seq, 0)))
+		FROM versions v LEFT JOIN deletions d ON d.uid = v.uid WHERE v.rowid IN (`+victims+`)), 0)) WHERE id = 1`, args...); err != nil {
 		return 0, err
 	}
 	res, err := tx.ExecContext(ctx, `DELETE FROM versions WHERE rowid IN (`+victims+`)`, args...)

@@ -162,7 +162,8 @@ func TestMigrateV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := strings.ReplaceAll(strings.TrimSuffix(schema, feedSchema), ",\n\tseq INTEGER NOT NULL DEFAULT 0\n);", "\n);")
+	v1 := strings.Replace(strings.TrimSuffix(schema, feedSchema), ",\n\tseq INTEGER NOT NULL DEFAULT 0,\n\tfirst_seq INTEGER NOT NULL DEFAULT 0\n);", "\n);", 1)
+	v1 = strings.ReplaceAll(v1, ",\n\tseq INTEGER NOT NULL DEFAULT 0\n);", "\n);")
 	v1 = strings.Replace(v1, "\tobject BLOB NOT NULL\n);", "\tobject BLOB NOT NULL,\n\tPRIMARY KEY (revision, uid)\n);", 1)
 	v1 = strings.Replace(v1, "CREATE UNIQUE INDEX IF NOT EXISTS versions_by_key", "CREATE INDEX IF NOT EXISTS versions_by_name", 1)
 	v1 += "CREATE INDEX IF NOT EXISTS versions_by_observed ON versions (observed_at);"

@@ -65,8 +65,10 @@ func keys(changes []history.Change) []string {
 
 // testFeed: the feed is in the order versions and ends were first stored,
 // whatever their revisions; a version stored again is no change; an end is
-// one change on the Event's latest version; a version stored after its
-// Event's end carries the end; lists read as of a position.
+// one change per version stored before it, each at its own position, oldest
+// revision first, so resuming inside an end misses and repeats nothing; a
+// version stored after its Event's end carries the end; lists read as of a
+// position, each record at the position of its last change.
 func testFeed(t *testing.T, s history.Store) {
 	ctx := context.Background()
 	start, err := s.Feed(ctx)
@@ -96,7 +98,7 @@ func testFeed(t *testing.T, s history.Store) {
 	last := write(history.Batch{Versions: []history.Version{Version("c", 8, "p1", 3)}, Deletions: []history.Deletion{{UID: "a", Revision: 12, At: Base}}})
 
 	got, through := readFeed(t, s, history.FeedOrigin, 2, history.ChangeQuery{})
-	want := []string{"b@10", "a@3", "a@5", "end a@5", "c@8"}
+	want := []string{"b@10", "a@3", "a@5", "end a@3", "end a@5", "c@8"}
 	if fmt.Sprint(keys(got)) != fmt.Sprint(want) {
 		t.Fatalf("feed = %v, want %v", keys(got), want)
 	}
@@ -117,7 +119,7 @@ func testFeed(t *testing.T, s history.Store) {
 	}
 	// Filters apply to the change's record.
 	p1, _ := readFeed(t, s, history.FeedOrigin, 100, history.ChangeQuery{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnRegardingUID}, Value: "p2"}}})
-	if want := []string{"a@3", "a@5", "end a@5"}; fmt.Sprint(keys(p1)) != fmt.Sprint(want) {
+	if want := []string{"a@3", "a@5", "end a@3", "end a@5"}; fmt.Sprint(keys(p1)) != fmt.Sprint(want) {
 		t.Errorf("regarding p2: %v, want %v", keys(p1), want)
 	}
 	window, _ := readFeed(t, s, history.FeedOrigin, 100, history.ChangeQuery{Since: Base.Add(2 * time.Minute)})
@@ -141,9 +143,20 @@ func testFeed(t *testing.T, s history.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each version's record is at its own end's position, as the feed
+	// delivered it: a list and a watcher's store agree.
+	endOf := map[int64]int64{}
+	for _, c := range got {
+		if c.Ended && c.UID == "a" {
+			endOf[c.Revision] = c.Position
+		}
+	}
+	if got[3].Position == got[4].Position {
+		t.Errorf("a's two ends share position %d", got[3].Position)
+	}
 	for _, r := range all {
-		if r.UID == "a" && (r.DeletedAt == nil || r.Position != got[3].Position) {
-			t.Errorf("a@%d: deleted %v at position %d, want its end's %d", r.Revision, r.DeletedAt, r.Position, got[3].Position)
+		if r.UID == "a" && (r.DeletedAt == nil || r.Position != endOf[r.Revision]) {
+			t.Errorf("a@%d: deleted %v at position %d, want its end's %d", r.Revision, r.DeletedAt, r.Position, endOf[r.Revision])
 		}
 	}
 }

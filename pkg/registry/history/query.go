@@ -34,7 +34,7 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 			}
 			internal, ok := fieldselectors.EventsV1Label(label)
 			if !ok {
-				return "", "", fmt.Errorf("field label not supported: %s", fieldselectors.FieldLabel(label))
+				return "", "", fmt.Errorf("field label not supported: %s", fieldselectors.LabelAsSent(label))
 			}
 			return internal, value, nil
 		})

@@ -94,35 +94,44 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 // maxSetLookups bounds the index lookups one set-based selector costs.
 const maxSetLookups = 16
 
-// listSetByIndex answers a list whose field selector has one `in` over a
-// per-object or per-name indexed field (`involvedObject.uid in (a,b)`) with
-// one index lookup per value, merged in key order, as the answer would come
-// from one list. It answers only when every lookup was served at one
-// resourceVersion (a consistent snapshot; it retries up to the newest
-// twice) and the whole answer fits the request's limit; otherwise (writes
-// racing the lookups, a larger answer, a continue token, an exact
-// resourceVersion) ok is false and the list scans its scope as before.
+// listSetByIndex answers a list whose field selector has an `in` over an
+// indexed field (`involvedObject.uid in (a,b)`) with one index lookup per
+// value, merged in key order, as the answer would come from one list; the
+// selector's other requirements, sets included, filter each lookup. A
+// reporter's bucket serves a list across namespaces only: within one
+// namespace a lookup per value would scan the namespace once per value, where
+// the fallback scans it once (fieldselectors.WithinNamespace). It answers
+// only when every lookup was served at one resourceVersion (a consistent
+// snapshot; it retries up to the newest twice) and the whole answer fits the
+// request's limit; otherwise (writes racing the lookups, a larger answer, a
+// continue token, an exact resourceVersion) ok is false and the list scans
+// its scope as before.
+//
+// A `notin` is never split: see fieldselectors' setselector.go for why no
+// index answers it for less than the scan.
 func (r *REST) listSetByIndex(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, bool, error) {
 	if options == nil || options.FieldSelector == nil || options.Continue != "" ||
 		options.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
 		return nil, false, nil
 	}
+	namespaced := false
+	if namespace, _ := genericapirequest.NamespaceFrom(withSelectedNamespace(ctx, options)); namespace != "" {
+		namespaced = true
+	}
 	var set *fieldselectors.SetRequirement
 	var others []fields.Selector
 	for _, req := range options.FieldSelector.Requirements() {
 		read := fieldselectors.ReadRequirement(req)
-		if fieldselectors.FieldLabel(req.Field) == req.Field {
-			if req.Operator == selection.NotEquals {
-				others = append(others, fields.OneTermNotEqualSelector(req.Field, req.Value))
-			} else {
-				others = append(others, fields.OneTermEqualSelector(req.Field, req.Value))
-			}
+		isSet := fieldselectors.FieldLabel(req.Field) != req.Field
+		if set == nil && isSet && !read.Not && len(read.Values) <= maxSetLookups && fieldselectors.SetIndexed(read.Field, namespaced) {
+			set = &read
 			continue
 		}
-		if set != nil || read.Not || len(read.Values) > maxSetLookups || !fieldselectors.PerObjectIndexed(read.Field) {
-			return nil, false, nil
+		if req.Operator == selection.NotEquals {
+			others = append(others, fields.OneTermNotEqualSelector(req.Field, req.Value))
+		} else {
+			others = append(others, fields.OneTermEqualSelector(req.Field, req.Value))
 		}
-		set = &read
 	}
 	if set == nil {
 		return nil, false, nil
