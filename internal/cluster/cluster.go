@@ -532,6 +532,17 @@ failCgroupV1: false
 failSwapOn: false
 resolvConf: %[8]s
 containerRuntimeEndpoint: unix://%[3]s
+# The node's disk is the machine's, whose free space other users of the
+# host set (seen at 15%% free): the default thresholds would taint the node
+# with DiskPressure (imagefs.available<15%%) and leave every new pod
+# Pending, and image garbage collection (from 85%% used) would delete the
+# locally imported images, which no registry can give back. kind sets its
+# nodes up the same way.
+evictionHard:
+  nodefs.available: "0%%"
+  nodefs.inodesFree: "0%%"
+  imagefs.available: "0%%"
+imageGCHighThresholdPercent: 100
 `
 
 // kubeadmInit runs kubeadm init (all but preflight, whose checks this
