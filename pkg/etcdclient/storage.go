@@ -15,6 +15,7 @@ import (
 	etcdmetrics "k8s.io/apiserver/pkg/storage/etcd3/metrics"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 )
@@ -57,16 +58,8 @@ func NewRawStorage(config *storagebackend.ConfigForResource, newFunc, newListFun
 	}
 	stopDBSizeMonitor := startDBSizeMonitor(client.Client.Maintenance, client.Endpoints(), config.DBMetricPollInterval)
 
-	transformer := config.Transformer
-	if transformer == nil {
-		transformer = identity.NewEncryptCheckTransformer()
-	}
 	versioner := storage.APIObjectVersioner{}
-	decoder := etcd3.NewDefaultDecoder(config.Codec, versioner)
-	if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.AllowUnsafeMalformedObjectDeletion) {
-		transformer = etcd3.WithCorruptObjErrorHandlingTransformer(transformer)
-		decoder = etcd3.WithCorruptObjErrorHandlingDecoder(decoder)
-	}
+	transformer, decoder := TransformerAndDecoder(config, versioner)
 	store, err := etcd3.New(client, compactor, config.Codec, newFunc, newListFunc, config.Prefix, resourcePrefix,
 		config.GroupResource, transformer, config.LeaseManagerConfig, decoder, versioner)
 	if err != nil {
@@ -89,6 +82,22 @@ func NewRawStorage(config *storagebackend.ConfigForResource, newFunc, newListFun
 		s = etcd3.NewStoreWithUnsafeCorruptObjectDeletion(s, config.GroupResource)
 	}
 	return s, destroy, nil
+}
+
+// TransformerAndDecoder are the value transformer and decoder an etcd3
+// store of config uses, as the factory picks them: every store writing
+// the same keys must read and write the same bytes.
+func TransformerAndDecoder(config *storagebackend.ConfigForResource, versioner storage.Versioner) (value.Transformer, etcd3.Decoder) {
+	transformer := config.Transformer
+	if transformer == nil {
+		transformer = identity.NewEncryptCheckTransformer()
+	}
+	decoder := etcd3.NewDefaultDecoder(config.Codec, versioner)
+	if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.AllowUnsafeMalformedObjectDeletion) {
+		transformer = etcd3.WithCorruptObjErrorHandlingTransformer(transformer)
+		decoder = etcd3.WithCorruptObjErrorHandlingDecoder(decoder)
+	}
+	return transformer, decoder
 }
 
 // startDBSizeMonitor keeps the deprecated apiserver_storage_db_total_size_in_bytes

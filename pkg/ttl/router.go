@@ -9,13 +9,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
-	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/etcd3"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
-	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/eventapiserver/event-apiserver/pkg/etcdclient"
 )
@@ -46,16 +43,8 @@ func (r *Rules) NewRawStorage(config *storagebackend.ConfigForResource, newFunc,
 	client.Lease = countingLease{Lease: client.Lease}
 	registerMetrics()
 
-	transformer := config.Transformer
-	if transformer == nil {
-		transformer = identity.NewEncryptCheckTransformer()
-	}
 	versioner := storage.APIObjectVersioner{}
-	decoder := etcd3.NewDefaultDecoder(config.Codec, versioner)
-	if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.AllowUnsafeMalformedObjectDeletion) {
-		transformer = etcd3.WithCorruptObjErrorHandlingTransformer(transformer)
-		decoder = etcd3.WithCorruptObjErrorHandlingDecoder(decoder)
-	}
+	transformer, decoder := etcdclient.TransformerAndDecoder(config, versioner)
 	rt := &router{Interface: base, rules: r, classes: map[uint64]storage.Interface{}}
 	for _, ttl := range r.Classes() {
 		// No compactor: these stores only write; the base store's

@@ -40,21 +40,7 @@ func TestQueryPlans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+selectRecord(0)+where+` ORDER BY v.last_seen DESC, v.revision DESC LIMIT 500`, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			joined := strings.Join(plan, "\n")
+			joined := queryPlan(t, s, selectRecord(0)+where+` ORDER BY v.last_seen DESC, v.revision DESC LIMIT 500`, args)
 			for _, index := range tc.want {
 				if !strings.Contains(joined, index) {
 					t.Errorf("the plan does not use %s:\n%s", index, joined)
@@ -81,21 +67,7 @@ func TestChangesPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			joined := strings.Join(plan, "\n")
+			joined := queryPlan(t, s, query, args)
 			for _, index := range []string{"deletions_by_seq", "versions_by_uid"} {
 				if !strings.Contains(joined, index) {
 					t.Errorf("the plan does not use %s:\n%s", index, joined)
@@ -106,4 +78,27 @@ func TestChangesPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// queryPlan is SQLite's plan for query, one step a line.
+func queryPlan(t *testing.T, s *Store, query string, args []any) string {
+	t.Helper()
+	rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
 }
