@@ -341,17 +341,7 @@ func TestDeployKubeletless(t *testing.T) {
 		}
 		c.replicas = append(c.replicas, p)
 	}
-	endpointsCtx, stopEndpoints := context.WithCancel(ctx)
-	endpointsDone := make(chan struct{})
-	go func() {
-		defer close(endpointsDone)
-		c.endpointsController(endpointsCtx, t)
-	}()
-	// Stopped before the test ends, so that it never logs after.
-	defer func() {
-		stopEndpoints()
-		<-endpointsDone
-	}()
+	c.startEndpointsController(t)
 	for _, p := range c.replicas {
 		if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
 			t.Fatal(err)
@@ -703,6 +693,33 @@ func (c *deployedCluster) apply(t *testing.T, objs []*unstructured.Unstructured)
 	if err != nil {
 		t.Fatalf("kubectl apply: %v\n%s%s", err, stdout, stderr)
 	}
+}
+
+// startEndpointsController runs endpointsController until the test ends.
+func (c *deployedCluster) startEndpointsController(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.endpointsController(ctx, t) }()
+	// Stopped before the test ends, so that it never logs after.
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// runHistoryReplica runs the pod template as the one replica behind the
+// Service and waits for its readiness and the history APIService.
+func (c *deployedCluster) runHistoryReplica(t *testing.T, kubelet *framework.Kubelet, podIP string, tmpl corev1.PodTemplateSpec) *framework.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, podIP, tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.replicas = []*framework.Pod{pod}
+	c.startEndpointsController(t)
+	if err := pod.WaitReady(ctx, 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, pod.Log())
+	}
+	waitAPIServiceAvailable(t, c.aggregator, historyAPIService, 2*time.Minute)
+	return pod
 }
 
 // endpointsController keeps one EndpointSlice of the Service

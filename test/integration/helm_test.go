@@ -558,19 +558,7 @@ func TestHelmCertManagerKubeletless(t *testing.T) {
 	kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
 	deploy := &appsv1.Deployment{}
 	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
-	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, podIP, deploy.Spec.Template)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.replicas = []*framework.Pod{pod}
-	endpointsCtx, stopEndpoints := context.WithCancel(ctx)
-	endpointsDone := make(chan struct{})
-	go func() { defer close(endpointsDone); c.endpointsController(endpointsCtx, t) }()
-	defer func() { stopEndpoints(); <-endpointsDone }()
-	if err := pod.WaitReady(ctx, 2*time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, pod.Log())
-	}
-	waitAPIServiceAvailable(t, aggregator, historyAPIService, 2*time.Minute)
+	c.runHistoryReplica(t, kubelet, podIP, deploy.Spec.Template)
 	served, err := servedCert(podIP)
 	if err != nil {
 		t.Fatal(err)

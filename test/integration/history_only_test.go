@@ -107,19 +107,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 	if *deploy.Spec.Replicas != 1 {
 		t.Fatalf("the SQLite install runs %d replicas, want 1", *deploy.Spec.Replicas)
 	}
-	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, podIP, deploy.Spec.Template)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.replicas = []*framework.Pod{pod}
-	endpointsCtx, stopEndpoints := context.WithCancel(ctx)
-	endpointsDone := make(chan struct{})
-	go func() { defer close(endpointsDone); c.endpointsController(endpointsCtx, t) }()
-	defer func() { stopEndpoints(); <-endpointsDone }()
-	if err := pod.WaitReady(ctx, 2*time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, pod.Log())
-	}
-	waitAPIServiceAvailable(t, c.aggregator, historyAPIService, 2*time.Minute)
+	pod := c.runHistoryReplica(t, kubelet, podIP, deploy.Spec.Template)
 	assertHardened(t, pod)
 
 	ns := uniqueName("history-only")
@@ -165,7 +153,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 
 	// Every Event reaches kube-apiserver, then expires from it.
 	events := c.client.CoreV1().Events(ns)
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := events.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
