@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -476,10 +478,24 @@ func TestHelmMatchesOverlays(t *testing.T) {
 // and its pod's volumes in name order: kustomize's strategic merge puts a
 // patch's volumes first, the chart in the order it declares them, and
 // their order means nothing (their mounts' order is compared as it is).
+// Its containers' flags are the ones the server sees: a flag given twice
+// takes its last value (components/history-postgres resets an overlay's
+// --history-max-bytes), so only the last is kept, where it stands.
 func withoutLabels(o *unstructured.Unstructured) map[string]any {
 	c := o.DeepCopy()
 	unstructured.RemoveNestedField(c.Object, "metadata", "labels")
 	unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
+	if containers, ok, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "containers"); ok {
+		for _, container := range containers {
+			container := container.(map[string]any)
+			if args, ok := container["args"].([]any); ok {
+				container["args"] = lastFlagsWin(args)
+			}
+		}
+		if err := unstructured.SetNestedSlice(c.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+			panic(err)
+		}
+	}
 	if volumes, ok, _ := unstructured.NestedSlice(c.Object, "spec", "template", "spec", "volumes"); ok {
 		sort.SliceStable(volumes, func(i, j int) bool {
 			return fmt.Sprint(volumes[i].(map[string]any)["name"]) < fmt.Sprint(volumes[j].(map[string]any)["name"])
@@ -489,6 +505,102 @@ func withoutLabels(o *unstructured.Unstructured) map[string]any {
 		}
 	}
 	return c.Object
+}
+
+// TestHistorySQLiteFitsItsVolume holds every install that keeps history in
+// SQLite, from the chart or the overlays, to a --history-max-bytes that
+// leaves its volume room for the WAL and a minute of capture (and, with the
+// embedded etcd, for etcd): past its sizeLimit an emptyDir's pod is evicted
+// and its history with it; a full claim stops capture until versions age
+// out.
+func TestHistorySQLiteFitsItsVolume(t *testing.T) {
+	t.Parallel()
+	helmBinary(t)
+	cases := append([]helmCase{
+		{name: "history-only-claim-50Gi", set: []string{"history.sqlite.persistence.size=50Gi"}},
+		{name: "history-only-claim-256Mi", set: []string{"history.sqlite.persistence.size=256Mi"}},
+		{name: "standalone-claim-20Gi", set: []string{"mode=standalone", "standalone.persistence.size=20Gi"}},
+	}, helmCases...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkHistoryFitsVolume(t, "the chart", splitManifests(t, renderChart(t, deployNamespace, c.set...)))
+			if len(c.overlays) > 0 {
+				checkHistoryFitsVolume(t, fmt.Sprint(c.overlays), renderOverlays(t, c.overlays))
+			}
+		})
+	}
+}
+
+// checkHistoryFitsVolume is TestHistorySQLiteFitsItsVolume for one render.
+func checkHistoryFitsVolume(t *testing.T, source string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	// The SQLite WAL (up to 40 MiB, walCheckpointPages) and a minute of
+	// capture between retention passes at 1000 versions a second (about
+	// 80 MiB at 1382 bytes a version, docs/operations.md's sizing).
+	const walAndCaptureBytes = 128 << 20
+	// The embedded etcd's 2 GiB quota with its WAL and snapshots.
+	const embeddedEtcdBytes = 4 << 30
+	deploy := &appsv1.Deployment{}
+	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	flags := map[string]string{}
+	for _, arg := range deploy.Spec.Template.Spec.Containers[0].Args {
+		name, value, _ := strings.Cut(arg, "=")
+		flags[name] = value // the last wins, as for the server
+	}
+	if store := flags["--history-store"]; store != "" && store != "sqlite" {
+		return
+	}
+	maxBytes, err := strconv.ParseInt(flags["--history-max-bytes"], 10, 64)
+	if err != nil || maxBytes <= 0 {
+		t.Errorf("%s: SQLite history with no cap (--history-max-bytes=%q)", source, flags["--history-max-bytes"])
+		return
+	}
+	var size *resource.Quantity
+	for _, v := range deploy.Spec.Template.Spec.Volumes {
+		switch {
+		case v.Name != "data":
+		case v.EmptyDir != nil:
+			size = v.EmptyDir.SizeLimit
+		case v.PersistentVolumeClaim != nil:
+			claim := &corev1.PersistentVolumeClaim{}
+			fromUnstructured(t, findObject(t, objs, "PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName), claim)
+			request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+			size = &request
+		}
+	}
+	if size == nil {
+		t.Errorf("%s: the data volume holding SQLite history has no size", source)
+		return
+	}
+	room := size.Value() - walAndCaptureBytes
+	_, historyOnly := flags["--history-only"]
+	_, externalEtcd := flags["--etcd-servers"]
+	if !historyOnly && !externalEtcd {
+		room -= embeddedEtcdBytes
+	}
+	if maxBytes > room {
+		t.Errorf("%s: --history-max-bytes=%d on a %s volume leaves %d bytes for the rest, want at least %d",
+			source, maxBytes, size, size.Value()-maxBytes, size.Value()-room)
+	}
+}
+
+// lastFlagsWin drops each --flag=value that the same flag repeats later.
+func lastFlagsWin(args []any) []any {
+	flag := func(arg any) string {
+		name, _, _ := strings.Cut(fmt.Sprint(arg), "=")
+		return name
+	}
+	last := map[string]int{}
+	for i, arg := range args {
+		last[flag(arg)] = i
+	}
+	kept := make([]any, 0, len(args))
+	for i, arg := range args {
+		if last[flag(arg)] == i {
+			kept = append(kept, arg)
+		}
+	}
+	return kept
 }
 
 // TestHelmCertManagerKubeletless runs the chart's history-only install with

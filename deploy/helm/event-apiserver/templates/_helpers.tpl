@@ -39,6 +39,48 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 {{- end }}
 
+{{/*
+--history-max-bytes: history.maxBytes, or else for SQLite a cap below its
+volume, as the overlays set it. The volume holds the file, its WAL (up to
+40 MiB) and a minute of capture between retention passes
+(TestHistorySQLiteFitsItsVolume holds every mode to it); a full emptyDir
+gets the pod evicted, a full claim stops capture. PostgreSQL: 0, the
+database's own storage and the retention size it.
+*/}}
+{{- define "event-apiserver.historyMaxBytes" -}}
+{{- $v := .Values -}}
+{{- if ne $v.history.maxBytes nil -}}
+{{ $v.history.maxBytes | int64 }}
+{{- else if eq $v.history.store "postgres" -}}
+0
+{{- else if eq $v.mode "aggregated" -}}
+{{- /* 768 MiB of the 1Gi emptyDir (templates/deployment.yaml). */ -}}
+805306368
+{{- else if eq $v.mode "history-only" -}}
+{{- /* 80% of the claim, leaving at least 128 MiB for the WAL and a minute of capture. */ -}}
+{{- $size := include "event-apiserver.quantityBytes" $v.history.sqlite.persistence.size | int64 -}}
+{{- $bytes := sub $size (max (div $size 5) 134217728) -}}
+{{- if le $bytes 0 -}}
+{{- fail (printf "history.sqlite.persistence.size=%s leaves history no room beside its WAL: make it larger than 128Mi, or set history.maxBytes" $v.history.sqlite.persistence.size) -}}
+{{- end -}}
+{{ $bytes }}
+{{- else -}}
+{{- /* The claim less 4 GiB for the embedded etcd (its 2 GiB quota, its WAL and snapshots) and 128 MiB for history's WAL and a minute of capture. */ -}}
+{{- $bytes := sub (include "event-apiserver.quantityBytes" $v.standalone.persistence.size | int64) 4429185024 -}}
+{{- if le $bytes 0 -}}
+{{- fail (printf "standalone.persistence.size=%s leaves history no room beside the embedded etcd's 4 GiB and its WAL: make it larger, or set history.maxBytes" $v.standalone.persistence.size) -}}
+{{- end -}}
+{{ $bytes }}
+{{- end }}
+{{- end }}
+
+{{/* The bytes of a Kubernetes quantity such as 10Gi or 1.5T. */}}
+{{- define "event-apiserver.quantityBytes" -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . -}}
+{{- $units := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "P" 1000000000000000 "E" 1000000000000000000 -}}
+{{- mulf $number (get $units (trimPrefix $number .)) | floor | int64 -}}
+{{- end }}
+
 {{/* Whether the Deployment must run its one replica alone: one SQLite file on a volume, or one embedded etcd. */}}
 {{- define "event-apiserver.singleWriter" -}}
 {{- if or (eq .Values.mode "standalone") (and (eq .Values.mode "history-only") (eq .Values.history.store "sqlite")) -}}
