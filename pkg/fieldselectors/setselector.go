@@ -2,11 +2,13 @@ package fieldselectors
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // Set-based field selectors: `reason in (BackOff,Failed)`, `type notin
@@ -84,21 +86,68 @@ const (
 // follow; any other request passes unchanged.
 func WithSetSelectors(handler http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.URL.RawQuery, "fieldSelector") {
-			query := req.URL.Query()
-			if values := query["fieldSelector"]; len(values) == 1 {
-				rewritten, ok := RewriteSetSelector(values[0])
-				if !ok {
-					rewritten, ok = markClientLabels(values[0])
-				}
-				if ok {
-					query.Set("fieldSelector", rewritten)
-					req.URL.RawQuery = query.Encode()
-				}
-			}
+		if query, ok := rewriteQuery(req.URL); ok {
+			req.URL.RawQuery = query
 		}
 		handler.ServeHTTP(w, req)
 	})
+}
+
+// RequestInfoResolver resolves a request's RequestInfo from the query that
+// WithSetSelectors gives the handlers. The resolver runs first in the
+// chain and decodes the list options with kube-apiserver's field selector
+// grammar: on the set form as sent it logs "Couldn't parse request" at
+// error level for a valid request, and drops a metadata.name requirement
+// beside the set, which authorization reads (a list or watch of one name
+// is authorized by RBAC resourceNames, as on kube-apiserver). The field
+// selector that authorizers are shown stays the one sent: the internal
+// labels never leave the server.
+func RequestInfoResolver(resolver apirequest.RequestInfoResolver) apirequest.RequestInfoResolver {
+	return setSelectorRequestInfo{resolver}
+}
+
+type setSelectorRequestInfo struct {
+	apirequest.RequestInfoResolver
+}
+
+func (r setSelectorRequestInfo) NewRequestInfo(req *http.Request) (*apirequest.RequestInfo, error) {
+	query, ok := rewriteQuery(req.URL)
+	if !ok {
+		return r.RequestInfoResolver.NewRequestInfo(req)
+	}
+	// A copy: the audit and the handlers see the request as sent until
+	// WithSetSelectors, inside the chain, rewrites it.
+	rewritten := *req.URL
+	rewritten.RawQuery = query
+	copied := req.WithContext(req.Context())
+	copied.URL = &rewritten
+	info, err := r.RequestInfoResolver.NewRequestInfo(copied)
+	if info != nil && info.FieldSelector != "" {
+		info.FieldSelector = req.URL.Query().Get("fieldSelector")
+	}
+	return info, err
+}
+
+// rewriteQuery is the query with its fieldSelector rewritten; ok is false
+// when it needs no rewrite.
+func rewriteQuery(u *url.URL) (string, bool) {
+	if !strings.Contains(u.RawQuery, "fieldSelector") {
+		return "", false
+	}
+	query := u.Query()
+	values := query["fieldSelector"]
+	if len(values) != 1 {
+		return "", false
+	}
+	rewritten, ok := RewriteSetSelector(values[0])
+	if !ok {
+		rewritten, ok = markClientLabels(values[0])
+	}
+	if !ok {
+		return "", false
+	}
+	query.Set("fieldSelector", rewritten)
+	return query.Encode(), true
 }
 
 // RewriteSetSelector encodes a selector with set requirements in the field

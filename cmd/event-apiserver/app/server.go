@@ -291,6 +291,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	} else {
 		serverConfig.AdmissionControl = stormPlugin
 	}
+	serverConfig.RequestInfoResolver = fieldselectors.RequestInfoResolver(genericapiserver.NewRequestInfoResolver(&serverConfig.Config))
 	buildChain := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
 		// Set-based field selectors are rewritten before the handlers
