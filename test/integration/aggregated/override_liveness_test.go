@@ -1,4 +1,4 @@
-package integration
+package aggregated
 
 import (
 	"context"

@@ -1,8 +1,7 @@
-package integration
+package compat
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -20,27 +19,16 @@ import (
 )
 
 const (
-	contentJSON     = "application/json"
 	contentProtobuf = "application/vnd.kubernetes.protobuf"
-	contentMerge    = "application/merge-patch+json"
-
-	coreEventsPath   = "/api/v1/namespaces/default/events"
-	eventsEventsPath = "/apis/events.k8s.io/v1/namespaces/default/events"
 )
-
-// request is one raw HTTP request.
-type request struct {
-	method, path, contentType string
-	body                      []byte
-}
 
 // badInputCase is a request the server must refuse with a 4xx Status, and
 // the Status kube-apiserver v1.36.3 answers it with.
 type badInputCase struct {
 	name string
 	// setup requests run first and must succeed (2xx).
-	setup []request
-	req   request
+	setup []framework.Request
+	req   framework.Request
 	// want is kube-apiserver's answer: code, reason and message.
 	wantCode    int
 	wantReason  metav1.StatusReason
@@ -57,58 +45,6 @@ func notRegistered(kind, gv string) string {
 	return fmt.Sprintf(`%s in version "v1" cannot be handled as a Event: no kind %q is registered for version %q in scheme "pkg/runtime/scheme.go:111"`, kind, kind, gv)
 }
 
-// A valid events.k8s.io/v1 Event body, to be broken one field at a time.
-func eventsV1Body(name string, mutate func(m map[string]any)) []byte {
-	m := map[string]any{
-		"apiVersion":          "events.k8s.io/v1",
-		"kind":                "Event",
-		"metadata":            map[string]any{"name": name, "namespace": "default"},
-		"eventTime":           "2024-05-01T10:00:00.000000Z",
-		"reportingController": "example.com/ctrl",
-		"reportingInstance":   "ctrl-1",
-		"action":              "Testing",
-		"reason":              "Tested",
-		"regarding":           map[string]any{"kind": "Pod", "name": "p", "namespace": "default", "apiVersion": "v1"},
-		"note":                "a note",
-		"type":                "Normal",
-	}
-	if mutate != nil {
-		mutate(m)
-	}
-	return mustJSON(m)
-}
-
-// A valid core/v1 Event body as tools/record writes it.
-func coreBody(name string, mutate func(m map[string]any)) []byte {
-	m := map[string]any{
-		"apiVersion":     "v1",
-		"kind":           "Event",
-		"metadata":       map[string]any{"name": name, "namespace": "default"},
-		"involvedObject": map[string]any{"kind": "Pod", "name": "p", "namespace": "default", "apiVersion": "v1"},
-		"reason":         "Tested",
-		"message":        "a message",
-		"source":         map[string]any{"component": "test"},
-		"firstTimestamp": "2024-05-01T10:00:00Z",
-		"lastTimestamp":  "2024-05-01T10:00:00Z",
-		"count":          1,
-		"type":           "Normal",
-	}
-	if mutate != nil {
-		mutate(m)
-	}
-	return mustJSON(m)
-}
-
-func mustJSON(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(err)
-	}
-	return bytes.TrimSpace(buf.Bytes())
-}
-
 // protobufOf encodes obj in the "k8s\x00" envelope with client-go's scheme.
 func protobufOf(obj runtime.Object, gv runtime.GroupVersioner) []byte {
 	var buf bytes.Buffer
@@ -120,8 +56,8 @@ func protobufOf(obj runtime.Object, gv runtime.GroupVersioner) []byte {
 }
 
 func badInputCases() []badInputCase {
-	post := func(path, contentType string, body []byte) request {
-		return request{method: http.MethodPost, path: path, contentType: contentType, body: body}
+	post := func(path, contentType string, body []byte) framework.Request {
+		return framework.Request{Method: http.MethodPost, Path: path, ContentType: contentType, Body: body}
 	}
 	longNote := strings.Repeat("n", 1025)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-as-event", Namespace: "default"}}
@@ -130,85 +66,85 @@ func badInputCases() []badInputCase {
 	return []badInputCase{
 		{
 			name:        "malformed JSON, core/v1",
-			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"x"`)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, []byte(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"x"`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"v1","kind":"Eve ...)`,
 		},
 		{
 			name:        "malformed JSON, events.k8s.io/v1",
-			req:         post(eventsEventsPath, contentJSON, []byte(`{"apiVersion":"events.k8s.io/v1","kind":"Event",`)),
+			req:         post(framework.EventsEventsPath, framework.ContentJSON, []byte(`{"apiVersion":"events.k8s.io/v1","kind":"Event",`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"events.k8s.io/v ...)`,
 		},
 		{
 			name:        "JSON that is not an object",
-			req:         post(coreEventsPath, contentJSON, []byte(`["not", "an", "event"]`)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, []byte(`["not", "an", "event"]`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" } (5b226e6f74222c2022616e222c20226576656e74225d)`,
 		},
 		{
 			name:        "empty body",
-			req:         post(coreEventsPath, contentJSON, nil),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, nil),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)`,
 		},
 		{
 			name:        "wrong type for a field",
-			req:         post(coreEventsPath, contentJSON, coreBody("wrong-type", func(m map[string]any) { m["count"] = "seven" })),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("wrong-type", func(m map[string]any) { m["count"] = "seven" })),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `Event in version "v1" cannot be handled as a Event: json: cannot unmarshal string into Go struct field Event.count of type int32`,
 		},
 		{
 			name:        "protobuf without the k8s envelope",
-			req:         post(coreEventsPath, contentProtobuf, []byte("this is not protobuf")),
+			req:         post(framework.CoreEventsPath, contentProtobuf, []byte("this is not protobuf")),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the object provided is unrecognized (must be of type Event): provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] (74686973206973206e6f742070726f746f627566)`,
 		},
 		{
 			name:        "protobuf envelope with a truncated message",
-			req:         post(coreEventsPath, contentProtobuf, []byte("k8s\x00\x0a\x05\x0a\x02v1")),
+			req:         post(framework.CoreEventsPath, contentProtobuf, []byte("k8s\x00\x0a\x05\x0a\x02v1")),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the object provided is unrecognized (must be of type Event): unexpected EOF (6b3873000a050a027631)`,
 		},
 		{
 			name:        "protobuf envelope with garbage",
-			req:         post(eventsEventsPath, contentProtobuf, append([]byte("k8s\x00"), 0xff, 0xff, 0xff, 0xff, 0x0f)),
+			req:         post(framework.EventsEventsPath, contentProtobuf, append([]byte("k8s\x00"), 0xff, 0xff, 0xff, 0xff, 0x0f)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the object provided is unrecognized (must be of type Event): proto: illegal wireType 7 (6b387300ffffffff0f)`,
 		},
 		{
 			name: "unknown field with fieldValidation=Strict",
-			req: post(coreEventsPath+"?fieldValidation=Strict", contentJSON,
-				coreBody("strict", func(m map[string]any) { m["spec"] = map[string]any{} })),
+			req: post(framework.CoreEventsPath+"?fieldValidation=Strict", framework.ContentJSON,
+				framework.CoreBody("strict", func(m map[string]any) { m["spec"] = map[string]any{} })),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `Event in version "v1" cannot be handled as a Event: strict decoding error: unknown field "spec"`,
 		},
 		{
 			name:        "unsupported media type",
-			req:         post(coreEventsPath, "text/plain", []byte("hello")),
+			req:         post(framework.CoreEventsPath, "text/plain", []byte("hello")),
 			wantCode:    http.StatusUnsupportedMediaType,
 			wantReason:  metav1.StatusReasonUnsupportedMediaType,
 			wantMessage: `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf`,
 		},
 		{
 			name:        "wrong kind in body: EventList",
-			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"EventList","items":[]}`)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, []byte(`{"apiVersion":"v1","kind":"EventList","items":[]}`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `EventList in version "v1" cannot be handled as a Event: converting (v1.EventList) to (core.Event): unknown conversion`,
 		},
 		{
 			name:        "wrong kind in body: Pod as JSON",
-			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pod-as-event"}}`)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pod-as-event"}}`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `Pod in version "v1" cannot be handled as a Event: converting (v1.Pod) to (core.Event): unknown conversion`,
@@ -216,21 +152,21 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name:        "unknown kind in body",
-			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"v1","kind":"Foo","metadata":{"name":"foo"}}`)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, []byte(`{"apiVersion":"v1","kind":"Foo","metadata":{"name":"foo"}}`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `Foo in version "v1" cannot be handled as a Event: no kind "Foo" is registered for version "v1" in scheme "pkg/runtime/scheme.go:111"`,
 		},
 		{
 			name:        "unknown group in body",
-			req:         post(coreEventsPath, contentJSON, []byte(`{"apiVersion":"example.com/v1","kind":"Event","metadata":{"name":"foo"}}`)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, []byte(`{"apiVersion":"example.com/v1","kind":"Event","metadata":{"name":"foo"}}`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `Event in version "v1" cannot be handled as a Event: no kind "Event" is registered for version "example.com/v1" in scheme "pkg/runtime/scheme.go:111"`,
 		},
 		{
 			name:        "wrong kind in body: Deployment",
-			req:         post(eventsEventsPath, contentJSON, []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"foo"}}`)),
+			req:         post(framework.EventsEventsPath, framework.ContentJSON, []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"foo"}}`)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `Deployment in version "v1" cannot be handled as a Event: converting (v1.Deployment) to (core.Event): unknown conversion`,
@@ -238,7 +174,7 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name:        "wrong kind in body: Pod as protobuf",
-			req:         post(coreEventsPath, contentProtobuf, protobufOf(pod, corev1.SchemeGroupVersion)),
+			req:         post(framework.CoreEventsPath, contentProtobuf, protobufOf(pod, corev1.SchemeGroupVersion)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `Pod in version "v1" cannot be handled as a Event: converting (v1.Pod) to (core.Event): unknown conversion`,
@@ -246,28 +182,28 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name:        "events.k8s.io/v1 Event sent to core/v1",
-			req:         post(coreEventsPath, contentJSON, eventsV1Body("group-mismatch", nil)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, framework.EventsV1Body("group-mismatch", nil)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the API version in the data (events.k8s.io/v1) does not match the expected API version (v1)`,
 		},
 		{
 			name:        "core/v1 Event sent to events.k8s.io/v1",
-			req:         post(eventsEventsPath, contentJSON, coreBody("group-mismatch", nil)),
+			req:         post(framework.EventsEventsPath, framework.ContentJSON, framework.CoreBody("group-mismatch", nil)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the API version in the data (v1) does not match the expected API version (events.k8s.io/v1)`,
 		},
 		{
 			name:        "events.k8s.io/v1 protobuf sent to core/v1",
-			req:         post(coreEventsPath, contentProtobuf, protobufOf(eventsEvent, eventsv1.SchemeGroupVersion)),
+			req:         post(framework.CoreEventsPath, contentProtobuf, protobufOf(eventsEvent, eventsv1.SchemeGroupVersion)),
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `the API version in the data (events.k8s.io/v1) does not match the expected API version (v1)`,
 		},
 		{
 			name: "namespace in body does not match the URL, core/v1",
-			req: post(coreEventsPath, contentJSON, coreBody("ns-mismatch", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("ns-mismatch", func(m map[string]any) {
 				m["metadata"] = map[string]any{"name": "ns-mismatch", "namespace": "other"}
 			})),
 			wantCode:    http.StatusBadRequest,
@@ -276,7 +212,7 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name: "namespace in body does not match the URL, events.k8s.io/v1",
-			req: post(eventsEventsPath, contentJSON, eventsV1Body("ns-mismatch", func(m map[string]any) {
+			req: post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("ns-mismatch", func(m map[string]any) {
 				m["metadata"] = map[string]any{"name": "ns-mismatch", "namespace": "other"}
 			})),
 			wantCode:    http.StatusBadRequest,
@@ -285,21 +221,21 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name:        "name with a slash, core/v1",
-			req:         post(coreEventsPath, contentJSON, coreBody("a/b", nil)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("a/b", nil)),
 			wantCode:    http.StatusUnprocessableEntity,
 			wantReason:  metav1.StatusReasonInvalid,
 			wantMessage: `Event "a/b" is invalid: metadata.name: Invalid value: "a/b": may not contain '/'`,
 		},
 		{
 			name:        "name not a DNS subdomain, events.k8s.io/v1",
-			req:         post(eventsEventsPath, contentJSON, eventsV1Body("Bad_Name", nil)),
+			req:         post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("Bad_Name", nil)),
 			wantCode:    http.StatusUnprocessableEntity,
 			wantReason:  metav1.StatusReasonInvalid,
 			wantMessage: `Event "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
 		},
 		{
 			name: "no name",
-			req: post(coreEventsPath, contentJSON, coreBody("", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("", func(m map[string]any) {
 				m["metadata"] = map[string]any{"namespace": "default"}
 			})),
 			wantCode:    http.StatusUnprocessableEntity,
@@ -308,7 +244,7 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name: "involvedObject in another namespace, core/v1",
-			req: post(coreEventsPath, contentJSON, coreBody("other-ns", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("other-ns", func(m map[string]any) {
 				m["involvedObject"] = map[string]any{"kind": "Pod", "name": "p", "namespace": "other"}
 			})),
 			wantCode:    http.StatusUnprocessableEntity,
@@ -317,14 +253,14 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name:        "eventTime missing, events.k8s.io/v1",
-			req:         post(eventsEventsPath, contentJSON, eventsV1Body("no-time", func(m map[string]any) { delete(m, "eventTime") })),
+			req:         post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("no-time", func(m map[string]any) { delete(m, "eventTime") })),
 			wantCode:    http.StatusUnprocessableEntity,
 			wantReason:  metav1.StatusReasonInvalid,
 			wantMessage: `Event "no-time" is invalid: eventTime: Required value`,
 		},
 		{
 			name: "reportingController, reportingInstance and action missing, events.k8s.io/v1",
-			req: post(eventsEventsPath, contentJSON, eventsV1Body("no-reporter", func(m map[string]any) {
+			req: post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("no-reporter", func(m map[string]any) {
 				delete(m, "reportingController")
 				delete(m, "reportingInstance")
 				delete(m, "action")
@@ -335,7 +271,7 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name: "reportingComponent missing on a new-style core/v1 Event",
-			req: post(coreEventsPath, contentJSON, coreBody("core-no-reporter", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("core-no-reporter", func(m map[string]any) {
 				m["eventTime"] = "2024-05-01T10:00:00.000000Z"
 			})),
 			wantCode:    http.StatusUnprocessableEntity,
@@ -344,21 +280,21 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name:        "invalid type, events.k8s.io/v1",
-			req:         post(eventsEventsPath, contentJSON, eventsV1Body("bad-type", func(m map[string]any) { m["type"] = "Bogus" })),
+			req:         post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("bad-type", func(m map[string]any) { m["type"] = "Bogus" })),
 			wantCode:    http.StatusUnprocessableEntity,
 			wantReason:  metav1.StatusReasonInvalid,
 			wantMessage: `Event "bad-type" is invalid: type: Invalid value: "": has invalid value: Bogus`,
 		},
 		{
 			name:        "note too long, events.k8s.io/v1",
-			req:         post(eventsEventsPath, contentJSON, eventsV1Body("long-note", func(m map[string]any) { m["note"] = longNote })),
+			req:         post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("long-note", func(m map[string]any) { m["note"] = longNote })),
 			wantCode:    http.StatusUnprocessableEntity,
 			wantReason:  metav1.StatusReasonInvalid,
 			wantMessage: `Event "long-note" is invalid: message: Invalid value: "": can have at most 1024 characters`,
 		},
 		{
 			name: "deprecated fields set on create, events.k8s.io/v1",
-			req: post(eventsEventsPath, contentJSON, eventsV1Body("deprecated", func(m map[string]any) {
+			req: post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("deprecated", func(m map[string]any) {
 				m["deprecatedCount"] = 3
 				m["deprecatedSource"] = map[string]any{"component": "kubelet"}
 				m["deprecatedFirstTimestamp"] = "2024-05-01T10:00:00Z"
@@ -369,7 +305,7 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name: "series count below 2, events.k8s.io/v1",
-			req: post(eventsEventsPath, contentJSON, eventsV1Body("short-series", func(m map[string]any) {
+			req: post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("short-series", func(m map[string]any) {
 				m["series"] = map[string]any{"count": 1, "lastObservedTime": "2024-05-01T10:00:00.000000Z"}
 			})),
 			wantCode:    http.StatusUnprocessableEntity,
@@ -378,69 +314,69 @@ func badInputCases() []badInputCase {
 		},
 		{
 			name:  "immutable field changed, events.k8s.io/v1",
-			setup: []request{post(eventsEventsPath, contentJSON, eventsV1Body("immutable", nil))},
-			req: request{method: http.MethodPatch, path: eventsEventsPath + "/immutable", contentType: contentMerge,
-				body: []byte(`{"note":"changed","reason":"Changed"}`)},
+			setup: []framework.Request{post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("immutable", nil))},
+			req: framework.Request{Method: http.MethodPatch, Path: framework.EventsEventsPath + "/immutable", ContentType: framework.ContentMerge,
+				Body: []byte(`{"note":"changed","reason":"Changed"}`)},
 			wantCode:    http.StatusUnprocessableEntity,
 			wantReason:  metav1.StatusReasonInvalid,
 			wantMessage: `Event "immutable" is invalid: [reason: Invalid value: "Changed": field is immutable, message: Invalid value: "changed": field is immutable]`,
 		},
 		{
 			name: "patch of a missing Event",
-			req: request{method: http.MethodPatch, path: coreEventsPath + "/missing", contentType: contentMerge,
-				body: []byte(`{"count":2}`)},
+			req: framework.Request{Method: http.MethodPatch, Path: framework.CoreEventsPath + "/missing", ContentType: framework.ContentMerge,
+				Body: []byte(`{"count":2}`)},
 			wantCode:    http.StatusNotFound,
 			wantReason:  metav1.StatusReasonNotFound,
 			wantMessage: `events "missing" not found`,
 		},
 		{
 			name:        "get of a missing Event, events.k8s.io/v1",
-			req:         request{method: http.MethodGet, path: eventsEventsPath + "/missing"},
+			req:         framework.Request{Method: http.MethodGet, Path: framework.EventsEventsPath + "/missing"},
 			wantCode:    http.StatusNotFound,
 			wantReason:  metav1.StatusReasonNotFound,
 			wantMessage: `events.events.k8s.io "missing" not found`,
 		},
 		{
 			name: "create of an existing Event",
-			setup: []request{
-				post(coreEventsPath, contentJSON, coreBody("exists", nil)),
+			setup: []framework.Request{
+				post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("exists", nil)),
 			},
-			req:         post(coreEventsPath, contentJSON, coreBody("exists", nil)),
+			req:         post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("exists", nil)),
 			wantCode:    http.StatusConflict,
 			wantReason:  metav1.StatusReasonAlreadyExists,
 			wantMessage: `events "exists" already exists`,
 		},
 		{
 			name:        "unsupported field selector, core/v1",
-			req:         request{method: http.MethodGet, path: coreEventsPath + "?fieldSelector=message%3Dx"},
+			req:         framework.Request{Method: http.MethodGet, Path: framework.CoreEventsPath + "?fieldSelector=message%3Dx"},
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `field label not supported: message`,
 		},
 		{
 			name:        "core/v1 field label on events.k8s.io/v1",
-			req:         request{method: http.MethodGet, path: eventsEventsPath + "?fieldSelector=involvedObject.name%3Dx"},
+			req:         framework.Request{Method: http.MethodGet, Path: framework.EventsEventsPath + "?fieldSelector=involvedObject.name%3Dx"},
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `field label not supported: involvedObject.name`,
 		},
 		{
 			name:        "malformed field selector",
-			req:         request{method: http.MethodGet, path: coreEventsPath + "?fieldSelector=%3D%3D%3D"},
+			req:         framework.Request{Method: http.MethodGet, Path: framework.CoreEventsPath + "?fieldSelector=%3D%3D%3D"},
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `invalid field selector: unescaped character in value: 61`,
 		},
 		{
 			name:        "malformed label selector",
-			req:         request{method: http.MethodGet, path: coreEventsPath + "?labelSelector=a%20in%20(b"},
+			req:         framework.Request{Method: http.MethodGet, Path: framework.CoreEventsPath + "?labelSelector=a%20in%20(b"},
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `unable to parse requirement: found '', expected: ',' or ')'`,
 		},
 		{
 			name:        "malformed resourceVersion on a list",
-			req:         request{method: http.MethodGet, path: coreEventsPath + "?resourceVersion=abc&resourceVersionMatch=Exact"},
+			req:         framework.Request{Method: http.MethodGet, Path: framework.CoreEventsPath + "?resourceVersion=abc&resourceVersionMatch=Exact"},
 			wantCode:    http.StatusBadRequest,
 			wantReason:  metav1.StatusReasonBadRequest,
 			wantMessage: `invalid resource version: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`,
@@ -455,25 +391,25 @@ func badInputCases() []badInputCase {
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
-	client := adminRawClient(t, server)
+	client := framework.AdminRawClient(t, server)
 	for _, tc := range badInputCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, s := range tc.setup {
-				if r := client.send(t, s); r.code/100 != 2 {
-					t.Fatalf("setup %s %s: %d %s", s.method, s.path, r.code, r.body)
+				if r := client.Send(t, s); r.Code/100 != 2 {
+					t.Fatalf("setup %s %s: %d %s", s.Method, s.Path, r.Code, r.Body)
 				}
 			}
-			r := client.send(t, tc.req)
-			if r.code < 400 || r.code >= 500 {
-				t.Fatalf("got %d, want a 4xx: %s", r.code, r.body)
+			r := client.Send(t, tc.req)
+			if r.Code < 400 || r.Code >= 500 {
+				t.Fatalf("got %d, want a 4xx: %s", r.Code, r.Body)
 			}
-			got := r.status(t)
+			got := r.Status(t)
 			wantMessage := tc.wantMessage
 			if tc.oursMessage != "" {
 				wantMessage = tc.oursMessage
 			}
-			if r.code != tc.wantCode || got.Code != int32(tc.wantCode) || got.Reason != tc.wantReason || got.Message != wantMessage {
-				t.Errorf("got %d %s %q (status code %d)\nwant %d %s %q", r.code, got.Reason, got.Message, got.Code,
+			if r.Code != tc.wantCode || got.Code != int32(tc.wantCode) || got.Reason != tc.wantReason || got.Message != wantMessage {
+				t.Errorf("got %d %s %q (status code %d)\nwant %d %s %q", r.Code, got.Reason, got.Message, got.Code,
 					tc.wantCode, tc.wantReason, wantMessage)
 			}
 			if got.Status != metav1.StatusFailure {
@@ -491,25 +427,25 @@ func TestBadInputMatchesKubeAPIServer(t *testing.T) {
 	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	server := framework.StartServer(t, framework.ServerOptions{})
-	ours := adminRawClient(t, server)
-	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
+	ours := framework.AdminRawClient(t, server)
+	theirs := framework.NewRawClient(t, kube.RestConfig(), kube.AdminToken)
 	for _, tc := range badInputCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, s := range tc.setup {
-				for who, c := range map[string]*rawClient{"event-apiserver": ours, "kube-apiserver": theirs} {
-					if r := c.send(t, s); r.code/100 != 2 {
-						t.Fatalf("setup on %s %s %s: %d %s", who, s.method, s.path, r.code, r.body)
+				for who, c := range map[string]*framework.RawClient{"event-apiserver": ours, "kube-apiserver": theirs} {
+					if r := c.Send(t, s); r.Code/100 != 2 {
+						t.Fatalf("setup on %s %s %s: %d %s", who, s.Method, s.Path, r.Code, r.Body)
 					}
 				}
 			}
-			o, k := ours.send(t, tc.req), theirs.send(t, tc.req)
-			if k.code != tc.wantCode {
-				t.Errorf("kube-apiserver answered %d, the test expects %d: %s", k.code, tc.wantCode, k.body)
+			o, k := ours.Send(t, tc.req), theirs.Send(t, tc.req)
+			if k.Code != tc.wantCode {
+				t.Errorf("kube-apiserver answered %d, the test expects %d: %s", k.Code, tc.wantCode, k.Body)
 			}
-			if o.code != k.code {
-				t.Fatalf("code %d, kube-apiserver %d\nours: %s\nkube: %s", o.code, k.code, o.body, k.body)
+			if o.Code != k.Code {
+				t.Fatalf("code %d, kube-apiserver %d\nours: %s\nkube: %s", o.Code, k.Code, o.Body, k.Body)
 			}
-			og, kg := o.status(t), k.status(t)
+			og, kg := o.Status(t), k.Status(t)
 			if og.Reason != kg.Reason || og.Code != kg.Code {
 				t.Errorf("reason %s (%d), kube-apiserver %s (%d)", og.Reason, og.Code, kg.Reason, kg.Code)
 			}

@@ -1,4 +1,4 @@
-package integration
+package compat
 
 import (
 	"context"
@@ -18,9 +18,6 @@ import (
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
-// tableAccept is what kubectl get sends.
-const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
-
 // TestMatchesKubeAPIServer writes the same Events to our server and to
 // kube-apiserver v1.36.3 and compares what clients see: discovery entries,
 // the Events as JSON through both APIs, server-side tables, kubectl's
@@ -31,8 +28,8 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	server := framework.StartServer(t, framework.ServerOptions{})
-	ours := adminRawClient(t, server)
-	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
+	ours := framework.AdminRawClient(t, server)
+	theirs := framework.NewRawClient(t, kube.RestConfig(), kube.AdminToken)
 	ctx := context.Background()
 	// Namespaces of our own, so that nothing kube-apiserver records
 	// itself shows up in the lists compared below.
@@ -45,12 +42,12 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	}
 
 	// The same objects, timestamps included, to both servers.
-	core := fullCoreEvent(ns, "compat-core")
-	oldCore := fullCoreEvent(ns, "compat-old-core")
+	core := framework.FullCoreEvent(ns, "compat-core")
+	oldCore := framework.FullCoreEvent(ns, "compat-old-core")
 	oldCore.EventTime, oldCore.Series, oldCore.Action, oldCore.Related = metav1.MicroTime{}, nil, "", nil
 	oldCore.ReportingController, oldCore.ReportingInstance = "", ""
-	events := fullEventsV1Event(ns, "compat-events")
-	singleton := fullEventsV1Event(ns, "compat-singleton")
+	events := framework.FullEventsV1Event(ns, "compat-events")
+	singleton := framework.FullEventsV1Event(ns, "compat-singleton")
 	singleton.Series, singleton.Related = nil, nil
 	for who, c := range map[string]kubernetes.Interface{"event-apiserver": server.Client(t), "kube-apiserver": kube.Client(t)} {
 		for _, e := range []*corev1.Event{core, oldCore} {
@@ -68,8 +65,8 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	t.Run("discovery", func(t *testing.T) {
 		for _, path := range []string{"/api/v1", "/apis/events.k8s.io/v1"} {
 			var o, k metav1.APIResourceList
-			decodeJSON(t, mustGet(t, ours, path, ""), &o)
-			decodeJSON(t, mustGet(t, theirs, path, ""), &k)
+			framework.DecodeJSON(t, mustGet(t, ours, path, ""), &o)
+			framework.DecodeJSON(t, mustGet(t, theirs, path, ""), &k)
 			oe, ke := findResource(o.APIResources, "events"), findResource(k.APIResources, "events")
 			if oe == nil || ke == nil {
 				t.Fatalf("%s: events missing (ours %v, kube %v)", path, oe != nil, ke != nil)
@@ -80,8 +77,8 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 		}
 		for path, group := range map[string]string{"/api": "", "/apis": "events.k8s.io"} {
 			var o, k apidiscoveryv2.APIGroupDiscoveryList
-			decodeJSON(t, mustGet(t, ours, path, aggregatedDiscovery), &o)
-			decodeJSON(t, mustGet(t, theirs, path, aggregatedDiscovery), &k)
+			framework.DecodeJSON(t, mustGet(t, ours, path, framework.AggregatedDiscovery), &o)
+			framework.DecodeJSON(t, mustGet(t, theirs, path, framework.AggregatedDiscovery), &k)
 			oe, ke := findAggregatedEvents(o, group), findAggregatedEvents(k, group)
 			if oe == nil || ke == nil {
 				t.Fatalf("%s aggregated: events missing (ours %v, kube %v)", path, oe != nil, ke != nil)
@@ -96,8 +93,8 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 		for _, name := range []string{core.Name, oldCore.Name, events.Name, singleton.Name} {
 			for _, base := range []string{"/api/v1/namespaces/" + ns + "/events", "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"} {
 				path := base + "/" + name
-				o := normalizeObject(t, mustGet(t, ours, path, "").body)
-				k := normalizeObject(t, mustGet(t, theirs, path, "").body)
+				o := normalizeObject(t, mustGet(t, ours, path, "").Body)
+				k := normalizeObject(t, mustGet(t, theirs, path, "").Body)
 				if !apiequality.Semantic.DeepEqual(o, k) {
 					t.Errorf("GET %s differs (-kube +ours):\n%s", path, diff.Diff(k, o))
 				}
@@ -108,8 +105,8 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	t.Run("server-side table", func(t *testing.T) {
 		for _, base := range []string{"/api/v1/namespaces/" + ns + "/events", "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"} {
 			var o, k metav1.Table
-			decodeJSON(t, mustGet(t, ours, base, tableAccept), &o)
-			decodeJSON(t, mustGet(t, theirs, base, tableAccept), &k)
+			framework.DecodeJSON(t, mustGet(t, ours, base, framework.TableAccept), &o)
+			framework.DecodeJSON(t, mustGet(t, theirs, base, framework.TableAccept), &k)
 			if !apiequality.Semantic.DeepEqual(o.ColumnDefinitions, k.ColumnDefinitions) {
 				t.Errorf("%s: columns differ (-kube +ours):\n%s", base, diff.Diff(k.ColumnDefinitions, o.ColumnDefinitions))
 			}
@@ -141,21 +138,21 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	t.Run("delete answers", func(t *testing.T) {
 		for _, base := range []string{"/api/v1/namespaces/" + ns + "/events", "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"} {
 			name := "compat-delete"
-			body := coreBody(name, func(m map[string]any) {
+			body := framework.CoreBody(name, func(m map[string]any) {
 				m["metadata"] = map[string]any{"name": name, "namespace": ns}
 				m["involvedObject"] = map[string]any{"kind": "Pod", "name": "p", "namespace": ns}
 			})
 			var answers [2]map[string]any
-			for i, c := range []*rawClient{ours, theirs} {
-				if r := c.do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/events", body,
-					map[string]string{"Content-Type": contentJSON}); r.code != http.StatusCreated {
-					t.Fatalf("create on %s: %d %s", c.baseURL, r.code, r.body)
+			for i, c := range []*framework.RawClient{ours, theirs} {
+				if r := c.Do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/events", body,
+					map[string]string{"Content-Type": framework.ContentJSON}); r.Code != http.StatusCreated {
+					t.Fatalf("create on %s: %d %s", c.BaseURL, r.Code, r.Body)
 				}
-				r := c.do(t, http.MethodDelete, base+"/"+name, nil, nil)
-				if r.code != http.StatusOK {
-					t.Fatalf("DELETE %s%s: %d %s", c.baseURL, base, r.code, r.body)
+				r := c.Do(t, http.MethodDelete, base+"/"+name, nil, nil)
+				if r.Code != http.StatusOK {
+					t.Fatalf("DELETE %s%s: %d %s", c.BaseURL, base, r.Code, r.Body)
 				}
-				answers[i] = normalizeObject(t, r.body)
+				answers[i] = normalizeObject(t, r.Body)
 				if details, ok := answers[i]["details"].(map[string]any); ok && details["uid"] != nil {
 					details["uid"] = "<set>"
 				}
@@ -168,9 +165,9 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 
 	t.Run("kubectl get -o wide", func(t *testing.T) {
 		for _, resource := range []string{"events", "events.events.k8s.io"} {
-			o := mustKubectl(t, server.Kubeconfig, "get", resource, "-n", ns, "-o", "wide")
-			k := mustKubectl(t, kube.KubeconfigPath, "get", resource, "-n", ns, "-o", "wide")
-			oRows, kRows := parseTable(t, o), parseTable(t, k)
+			o := framework.MustKubectl(t, server.Kubeconfig, "get", resource, "-n", ns, "-o", "wide")
+			k := framework.MustKubectl(t, kube.KubeconfigPath, "get", resource, "-n", ns, "-o", "wide")
+			oRows, kRows := framework.ParseTable(t, o), framework.ParseTable(t, k)
 			if len(oRows) != len(kRows) {
 				t.Fatalf("%s: %d rows, kube-apiserver %d\nours:\n%s\nkube:\n%s", resource, len(oRows), len(kRows), o, k)
 			}
@@ -183,7 +180,7 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 					t.Errorf("%s row %d differs:\nours: %v\nkube: %v", resource, i, oRows[i], kRows[i])
 				}
 			}
-			assertHeaders(t, o, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
+			framework.AssertHeaders(t, o, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
 				"MESSAGE", "FIRST SEEN", "COUNT", "NAME"})
 		}
 	})
@@ -214,19 +211,19 @@ func TestMatchesKubeAPIServer(t *testing.T) {
 	})
 
 	t.Run("request sequence", func(t *testing.T) {
-		compareRequestSequence(t, ours, theirs, sequenceNS)
+		framework.CompareRequestSequence(t, ours, theirs, sequenceNS)
 	})
 }
 
-func mustGet(t *testing.T, c *rawClient, path, accept string) response {
+func mustGet(t *testing.T, c *framework.RawClient, path, accept string) framework.Response {
 	t.Helper()
 	header := map[string]string{}
 	if accept != "" {
 		header["Accept"] = accept
 	}
-	r := c.do(t, http.MethodGet, path, nil, header)
-	if r.code != http.StatusOK {
-		t.Fatalf("GET %s%s: %d %.300s", c.baseURL, path, r.code, r.body)
+	r := c.Do(t, http.MethodGet, path, nil, header)
+	if r.Code != http.StatusOK {
+		t.Fatalf("GET %s%s: %d %.300s", c.BaseURL, path, r.Code, r.Body)
 	}
 	return r
 }
@@ -299,7 +296,7 @@ func tableRowsByName(t *testing.T, table *metav1.Table) map[string][]any {
 
 // openAPIKinds maps each definition (v2) or schema (v3) of an OpenAPI
 // document to its x-kubernetes-group-version-kind list.
-func openAPIKinds(t *testing.T, r response) map[string][]metav1.GroupVersionKind {
+func openAPIKinds(t *testing.T, r framework.Response) map[string][]metav1.GroupVersionKind {
 	t.Helper()
 	type definition struct {
 		Kinds []metav1.GroupVersionKind `json:"x-kubernetes-group-version-kind"`
@@ -310,7 +307,7 @@ func openAPIKinds(t *testing.T, r response) map[string][]metav1.GroupVersionKind
 			Schemas map[string]definition `json:"schemas"`
 		} `json:"components"`
 	}
-	decodeJSON(t, r, &doc)
+	framework.DecodeJSON(t, r, &doc)
 	kinds := map[string][]metav1.GroupVersionKind{}
 	for _, defs := range []map[string]definition{doc.Definitions, doc.Components.Schemas} {
 		for name, d := range defs {
@@ -318,7 +315,7 @@ func openAPIKinds(t *testing.T, r response) map[string][]metav1.GroupVersionKind
 		}
 	}
 	if len(kinds) == 0 {
-		t.Fatalf("no definitions in %.300s", r.body)
+		t.Fatalf("no definitions in %.300s", r.Body)
 	}
 	return kinds
 }

@@ -1,4 +1,4 @@
-package integration
+package compat
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ import (
 // set, is where we knowingly answer differently (always a 4xx, never a 500).
 type hostileCase struct {
 	name  string
-	setup []request
-	req   request
+	setup []framework.Request
+	req   framework.Request
 	want  hostileAnswer
 	ours  *hostileAnswer
 	// knownIssue, when set, says why we still answer as kube-apiserver does
@@ -68,12 +68,12 @@ func nestedJSON(name string, n int) []byte {
 }
 
 func hostileCases() []hostileCase {
-	post := func(path, contentType string, body []byte) request {
-		return request{method: http.MethodPost, path: path, contentType: contentType, body: body}
+	post := func(path, contentType string, body []byte) framework.Request {
+		return framework.Request{Method: http.MethodPost, Path: path, ContentType: contentType, Body: body}
 	}
-	get := func(path string) request { return request{method: http.MethodGet, path: path} }
-	patch := func(path, contentType string, body []byte) request {
-		return request{method: http.MethodPatch, path: path, contentType: contentType, body: body}
+	get := func(path string) framework.Request { return framework.Request{Method: http.MethodGet, Path: path} }
+	patch := func(path, contentType string, body []byte) framework.Request {
+		return framework.Request{Method: http.MethodPatch, Path: path, ContentType: contentType, Body: body}
 	}
 	tooLarge := hostileAnswer{http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
 		"Request entity too large: limit is 3145728"}
@@ -81,33 +81,33 @@ func hostileCases() []hostileCase {
 	return []hostileCase{
 		{
 			name: "JSON nested 100,000 arrays deep",
-			req:  post(coreEventsPath, contentJSON, nestedJSON("deep", 100_000)),
+			req:  post(framework.CoreEventsPath, framework.ContentJSON, nestedJSON("deep", 100_000)),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				`the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: ` +
 					`invalid character '[' exceeded max depth ({"apiVersion":"v1","kind":"Eve ...)`},
 		},
 		{
 			name: "JSON nested 9,000 arrays deep in an unknown field",
-			req:  post(coreEventsPath, contentJSON, nestedJSON("deep-ok", 9_000)),
+			req:  post(framework.CoreEventsPath, framework.ContentJSON, nestedJSON("deep-ok", 9_000)),
 			want: hostileAnswer{http.StatusCreated, "", ""},
 		},
 		{
 			name: "10 MB body",
-			req: post(coreEventsPath, contentJSON, coreBody("ten-mb", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("ten-mb", func(m map[string]any) {
 				m["message"] = strings.Repeat("m", 10*1000*1000)
 			})),
 			want: tooLarge,
 		},
 		{
 			name:  "10 MB merge patch",
-			setup: []request{post(coreEventsPath, contentJSON, coreBody("patched-ten-mb", nil))},
-			req: patch(coreEventsPath+"/patched-ten-mb", contentMerge,
-				mustJSON(map[string]any{"message": strings.Repeat("m", 10*1000*1000)})),
+			setup: []framework.Request{post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("patched-ten-mb", nil))},
+			req: patch(framework.CoreEventsPath+"/patched-ten-mb", framework.ContentMerge,
+				framework.MustJSON(map[string]any{"message": strings.Repeat("m", 10*1000*1000)})),
 			want: tooLarge,
 		},
 		{
 			name: "core/v1 message of 2 MiB",
-			req: post(coreEventsPath, contentJSON, coreBody("two-mib", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("two-mib", func(m map[string]any) {
 				m["message"] = strings.Repeat("m", 2*mib)
 			})),
 			// The etcd client refuses to send it: kube-apiserver answers 500.
@@ -118,7 +118,7 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name: "core/v1 message of 1.7 MiB",
-			req: post(coreEventsPath, contentJSON, coreBody("etcd-too-large", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("etcd-too-large", func(m map[string]any) {
 				m["message"] = strings.Repeat("m", 17*mib/10)
 			})),
 			// etcd refuses it (--max-request-bytes, 1.5 MiB): kube-apiserver
@@ -129,7 +129,7 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name: "core/v1 message of 1.2 MiB",
-			req: post(coreEventsPath, contentJSON, coreBody("over-our-limit", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("over-our-limit", func(m map[string]any) {
 				m["message"] = strings.Repeat("m", 12*mib/10)
 			})),
 			// Under etcd's limit: kube-apiserver stores it; ours stops at 1 MiB.
@@ -139,9 +139,9 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name:  "merge patch growing a core/v1 Event to 2 MiB",
-			setup: []request{post(coreEventsPath, contentJSON, coreBody("grown", nil))},
-			req: patch(coreEventsPath+"/grown", contentMerge,
-				mustJSON(map[string]any{"message": strings.Repeat("m", 2*mib)})),
+			setup: []framework.Request{post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("grown", nil))},
+			req: patch(framework.CoreEventsPath+"/grown", framework.ContentMerge,
+				framework.MustJSON(map[string]any{"message": strings.Repeat("m", 2*mib)})),
 			want: hostileAnswer{http.StatusInternalServerError, "",
 				"rpc error: code = ResourceExhausted desc = trying to send message larger than max (2097474 vs. 2097152)"},
 			ours: &hostileAnswer{http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
@@ -149,7 +149,7 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name: "events.k8s.io/v1 note of 2 MiB",
-			req: post(eventsEventsPath, contentJSON, eventsV1Body("two-mib-note", func(m map[string]any) {
+			req: post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("two-mib-note", func(m map[string]any) {
 				m["note"] = strings.Repeat("n", 2*mib)
 			})),
 			want: hostileAnswer{http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
@@ -157,7 +157,7 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name: "annotations over 256 KiB",
-			req: post(coreEventsPath, contentJSON, coreBody("fat-annotations", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("fat-annotations", func(m map[string]any) {
 				m["metadata"] = map[string]any{"name": "fat-annotations", "namespace": "default",
 					"annotations": map[string]any{"a": strings.Repeat("a", totalAnnotationBytes)}}
 			})),
@@ -166,32 +166,32 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name: "invalid UTF-8 in a JSON string is replaced, not refused",
-			req: post(coreEventsPath, contentJSON, coreBody("bad-utf8", func(m map[string]any) {
+			req: post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("bad-utf8", func(m map[string]any) {
 				m["message"] = "before \xff\xfe after"
 			})),
 			want: hostileAnswer{http.StatusCreated, "", ""},
 		},
 		{
 			name: "invalid UTF-8 in an events.k8s.io/v1 name",
-			req:  post(eventsEventsPath, contentJSON, eventsV1Body("bad-\xffname", nil)),
+			req:  post(framework.EventsEventsPath, framework.ContentJSON, framework.EventsV1Body("bad-\xffname", nil)),
 			want: hostileAnswer{http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
 				"Event \"bad-\ufffdname\" is invalid: metadata.name: Invalid value: \"bad-\ufffdname\": a lowercase RFC 1123 subdomain..."},
 		},
 		{
 			name: "invalid UTF-8 in a label selector",
-			req:  get(coreEventsPath + "?labelSelector=a%3D%FF"),
+			req:  get(framework.CoreEventsPath + "?labelSelector=a%3D%FF"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				`unable to parse requirement: values[0][a]: Invalid value: "\xff": a valid label must be an empty string or consist of alphanumeric characters...`},
 		},
 		{
 			name: "resourceVersion not a number, list",
-			req:  get(coreEventsPath + "?resourceVersion=abc"),
+			req:  get(framework.CoreEventsPath + "?resourceVersion=abc"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				`invalid resource version: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`},
 		},
 		{
 			name: "resourceVersion not a number, watch",
-			req:  get(coreEventsPath + "?watch=true&resourceVersion=abc&timeoutSeconds=1"),
+			req:  get(framework.CoreEventsPath + "?watch=true&resourceVersion=abc&timeoutSeconds=1"),
 			// kube-apiserver answers 500 here (the generic store passes the
 			// storage's InvalidError on); pkg/watchresume makes it the 400 a
 			// LIST gets.
@@ -202,63 +202,63 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name: "negative resourceVersion, list",
-			req:  get(coreEventsPath + "?resourceVersion=-1"),
+			req:  get(framework.CoreEventsPath + "?resourceVersion=-1"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				`invalid resource version: resourceVersion: Invalid value: "-1": strconv.ParseUint: parsing "-1": invalid syntax`},
 		},
 		{
 			name: "resourceVersionMatch without resourceVersion",
-			req:  get(coreEventsPath + "?resourceVersionMatch=NotOlderThan"),
+			req:  get(framework.CoreEventsPath + "?resourceVersionMatch=NotOlderThan"),
 			want: hostileAnswer{http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
 				`ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided`},
 		},
 		{
 			name: "continue token that is not base64",
-			req:  get(coreEventsPath + "?limit=1&continue=%21%21%21"),
+			req:  get(framework.CoreEventsPath + "?limit=1&continue=%21%21%21"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				"invalid continue token: continue key is not valid: illegal base64 data at input byte 0"},
 		},
 		{
 			name: "continue token of another key",
 			// base64 of {"v":"meta.k8s.io/v1","rv":5,"start":"../../secrets/"}
-			req: get(coreEventsPath + "?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NSwic3RhcnQiOiIuLi8uLi9zZWNyZXRzLyJ9"),
+			req: get(framework.CoreEventsPath + "?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NSwic3RhcnQiOiIuLi8uLi9zZWNyZXRzLyJ9"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				"invalid continue token: continue key is not valid: ../../secrets/"},
 		},
 		{
 			name: "continue token with resourceVersion",
-			req:  get(coreEventsPath + "?limit=1&resourceVersion=5&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NSwic3RhcnQiOiJ4In0"),
+			req:  get(framework.CoreEventsPath + "?limit=1&resourceVersion=5&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NSwic3RhcnQiOiJ4In0"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				"specifying resource version is not allowed when using continue"},
 		},
 		{
 			name: "unsupported media type on create",
-			req:  post(eventsEventsPath, "application/xml", []byte("<event/>")),
+			req:  post(framework.EventsEventsPath, "application/xml", []byte("<event/>")),
 			want: hostileAnswer{http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 				"the body of the request was in an unknown format - accepted media types include: " +
 					"application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		},
 		{
 			name:  "unsupported patch type",
-			setup: []request{post(coreEventsPath, contentJSON, coreBody("patch-type", nil))},
-			req:   patch(coreEventsPath+"/patch-type", "application/xml", []byte(`{"count":2}`)),
+			setup: []framework.Request{post(framework.CoreEventsPath, framework.ContentJSON, framework.CoreBody("patch-type", nil))},
+			req:   patch(framework.CoreEventsPath+"/patch-type", "application/xml", []byte(`{"count":2}`)),
 			want:  hostileAnswer{http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "415: Unsupported Media Type"},
 		},
 		{
 			name: "label selector syntax error",
-			req:  get(coreEventsPath + "?labelSelector=a%3D%3D%3Db"),
+			req:  get(framework.CoreEventsPath + "?labelSelector=a%3D%3D%3Db"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				"unable to parse requirement: found '=', expected: identifier"},
 		},
 		{
 			name: "label selector with a bad key",
-			req:  get(eventsEventsPath + "?labelSelector=-a-%3Db"),
+			req:  get(framework.EventsEventsPath + "?labelSelector=-a-%3Db"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				`unable to parse requirement: <nil>: Invalid value: "-a-": name part must consist of alphanumeric characters...`},
 		},
 		{
 			name: "field selector without an operator",
-			req:  get(coreEventsPath + "?fieldSelector=reason"),
+			req:  get(framework.CoreEventsPath + "?fieldSelector=reason"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				"invalid selector: 'reason'; can't understand 'reason'"},
 		},
@@ -266,28 +266,28 @@ func hostileCases() []hostileCase {
 			// Well-formed sets are served (TestSetFieldSelectors); an
 			// unclosed one falls through to kube-apiserver's own parser.
 			name: "field selector with an unclosed set",
-			req:  get(eventsEventsPath + "?fieldSelector=reason%20in%20(a"),
+			req:  get(framework.EventsEventsPath + "?fieldSelector=reason%20in%20(a"),
 			want: hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest,
 				"invalid selector: 'reason in (a'; can't understand 'reason in (a'"},
 		},
 		{
 			// Go's HTTP server refuses the 1.2 MB URL before any handler.
 			name: "field selector of 100,000 terms",
-			req:  get(coreEventsPath + "?fieldSelector=" + strings.Repeat("reason%3Dx%2C", 100_000) + "reason%3Dx"),
+			req:  get(framework.CoreEventsPath + "?fieldSelector=" + strings.Repeat("reason%3Dx%2C", 100_000) + "reason%3Dx"),
 			want: hostileAnswer{http.StatusRequestHeaderFieldsTooLarge, "", ""},
 		},
 	}
 }
 
 // hostileAnswerOf sends r and reads the answer; 2xx answers have no Status.
-func hostileAnswerOf(t *testing.T, c *rawClient, r request) (hostileAnswer, metav1.Status, response) {
+func hostileAnswerOf(t *testing.T, c *framework.RawClient, r framework.Request) (hostileAnswer, metav1.Status, framework.Response) {
 	t.Helper()
-	resp := c.send(t, r)
-	if resp.code/100 == 2 || resp.code == http.StatusRequestHeaderFieldsTooLarge {
-		return hostileAnswer{code: resp.code}, metav1.Status{}, resp
+	resp := c.Send(t, r)
+	if resp.Code/100 == 2 || resp.Code == http.StatusRequestHeaderFieldsTooLarge {
+		return hostileAnswer{code: resp.Code}, metav1.Status{}, resp
 	}
-	s := resp.status(t)
-	return hostileAnswer{resp.code, s.Reason, s.Message}, s, resp
+	s := resp.Status(t)
+	return hostileAnswer{resp.Code, s.Reason, s.Message}, s, resp
 }
 
 // TestHostileRequests sends hostile requests with the admin token: each gets
@@ -295,12 +295,12 @@ func hostileAnswerOf(t *testing.T, c *rawClient, r request) (hostileAnswer, meta
 func TestHostileRequests(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
-	client := adminRawClient(t, server)
+	client := framework.AdminRawClient(t, server)
 	for _, tc := range hostileCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, s := range tc.setup {
-				if r := client.send(t, s); r.code/100 != 2 {
-					t.Fatalf("setup %s %s: %d %s", s.method, s.path, r.code, r.body)
+				if r := client.Send(t, s); r.Code/100 != 2 {
+					t.Fatalf("setup %s %s: %d %s", s.Method, s.Path, r.Code, r.Body)
 				}
 			}
 			want := tc.want
@@ -315,17 +315,17 @@ func TestHostileRequests(t *testing.T) {
 				want = hostileAnswer{http.StatusBadRequest, metav1.StatusReasonBadRequest, "..."}
 			}
 			if got.code >= 500 {
-				t.Fatalf("got %d: %s", got.code, truncate(resp.body, 500))
+				t.Fatalf("got %d: %s", got.code, framework.Truncate(resp.Body, 500))
 			}
 			if !want.matches(got.code, status) {
-				t.Errorf("got %d %s %q\nwant %d %s %q", got.code, got.reason, truncate([]byte(got.message), 300),
+				t.Errorf("got %d %s %q\nwant %d %s %q", got.code, got.reason, framework.Truncate([]byte(got.message), 300),
 					want.code, want.reason, want.message)
 			}
 		})
 	}
 	// The server is still well.
-	if r := client.do(t, http.MethodGet, "/readyz", nil, nil); r.code != http.StatusOK {
-		t.Errorf("/readyz after hostile requests: %d %s", r.code, r.body)
+	if r := client.Do(t, http.MethodGet, "/readyz", nil, nil); r.Code != http.StatusOK {
+		t.Errorf("/readyz after hostile requests: %d %s", r.Code, r.Body)
 	}
 }
 
@@ -336,22 +336,22 @@ func TestHostileRequests(t *testing.T) {
 func TestHostileRequestsMatchKubeAPIServer(t *testing.T) {
 	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
-	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
+	theirs := framework.NewRawClient(t, kube.RestConfig(), kube.AdminToken)
 	for _, tc := range hostileCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, s := range tc.setup {
-				if r := theirs.send(t, s); r.code/100 != 2 {
-					t.Fatalf("setup %s %s: %d %s", s.method, s.path, r.code, r.body)
+				if r := theirs.Send(t, s); r.Code/100 != 2 {
+					t.Fatalf("setup %s %s: %d %s", s.Method, s.Path, r.Code, r.Body)
 				}
 			}
 			got, status, _ := hostileAnswerOf(t, theirs, tc.req)
 			if !tc.want.matches(got.code, status) {
 				t.Errorf("kube-apiserver answered %d %s %q\nthe table says %d %s %q", got.code, got.reason,
-					truncate([]byte(got.message), 300), tc.want.code, tc.want.reason, tc.want.message)
+					framework.Truncate([]byte(got.message), 300), tc.want.code, tc.want.reason, tc.want.message)
 			}
 			if tc.ours != nil {
 				t.Logf("kube-apiserver: %d %s %q; event-apiserver: %d %s %q", got.code, got.reason,
-					truncate([]byte(got.message), 200), tc.ours.code, tc.ours.reason, tc.ours.message)
+					framework.Truncate([]byte(got.message), 200), tc.ours.code, tc.ours.reason, tc.ours.message)
 			}
 		})
 	}
@@ -397,7 +397,7 @@ func TestHostileReporters(t *testing.T) {
 		"--event-rate-limit-update-burst=2", "--event-rate-limit-update-qps=1",
 		"--event-rate-limit-bytes-burst=1048576", "--event-rate-limit-bytes-qps=1048576",
 	}})
-	client := adminRawClient(t, server)
+	client := framework.AdminRawClient(t, server)
 	config := server.Config(t)
 	long := strings.Repeat("r", 16<<10)
 
@@ -413,23 +413,23 @@ func TestHostileReporters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= names; i = next.Add(1) {
-				r := client.send(t, request{method: http.MethodPost, path: coreEventsPath, contentType: contentJSON,
-					body: coreBody(fmt.Sprintf("hostile-%d", i), func(m map[string]any) {
+				r := client.Send(t, framework.Request{Method: http.MethodPost, Path: framework.CoreEventsPath, ContentType: framework.ContentJSON,
+					Body: framework.CoreBody(fmt.Sprintf("hostile-%d", i), func(m map[string]any) {
 						m["source"] = map[string]any{"component": fmt.Sprintf("%d-%s", i, long), "host": long}
 					})})
 				mu.Lock()
-				codes[r.code]++
+				codes[r.Code]++
 				mu.Unlock()
-				if r.code >= 500 {
-					t.Errorf("write %d: %d %s", i, r.code, r.body)
+				if r.Code >= 500 {
+					t.Errorf("write %d: %d %s", i, r.Code, r.Body)
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	reporters := metricValue(t, config, "event_apiserver_storm_reporters", nil)
-	memory := metricValue(t, config, "event_apiserver_storm_reporters_bytes", nil)
+	reporters := framework.MetricValue(t, config, "event_apiserver_storm_reporters", nil)
+	memory := framework.MetricValue(t, config, "event_apiserver_storm_reporters_bytes", nil)
 	t.Logf("%d writes under distinct reporter names of 32 KiB in %s: %v; limiter holds %g entries, %g bytes",
 		names, elapsed.Round(time.Millisecond), codes, reporters, memory)
 	if allowed := userBurst + int(userQPS*elapsed.Seconds()) + 1; codes[http.StatusCreated] > allowed {
@@ -444,10 +444,10 @@ func TestHostileReporters(t *testing.T) {
 
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 60*time.Second, true,
 		func(context.Context) (bool, error) {
-			return metricValue(t, config, "event_apiserver_storm_reporters", nil) == 0, nil
+			return framework.MetricValue(t, config, "event_apiserver_storm_reporters", nil) == 0, nil
 		})
 	if err != nil {
 		t.Errorf("reporters gauge still %g a minute after the traffic stopped",
-			metricValue(t, config, "event_apiserver_storm_reporters", nil))
+			framework.MetricValue(t, config, "event_apiserver_storm_reporters", nil))
 	}
 }

@@ -1,4 +1,4 @@
-package integration
+package compat
 
 import (
 	"encoding/json"
@@ -18,8 +18,8 @@ import (
 func TestNamespaceSelectorMatchesKubeAPIServer(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
-	ours := adminRawClient(t, server)
-	create := request{method: http.MethodPost, path: coreEventsPath, contentType: contentJSON, body: coreBody("ns-selector", nil)}
+	ours := framework.AdminRawClient(t, server)
+	create := framework.Request{Method: http.MethodPost, Path: framework.CoreEventsPath, ContentType: framework.ContentJSON, Body: framework.CoreBody("ns-selector", nil)}
 
 	cases := []struct {
 		name, selector string
@@ -32,23 +32,23 @@ func TestNamespaceSelectorMatchesKubeAPIServer(t *testing.T) {
 		{name: "valid name", selector: "metadata.namespace=default", wantItems: 1},
 	}
 	paths := []string{"/api/v1/events", "/apis/events.k8s.io/v1/events"}
-	list := func(t *testing.T, c *rawClient, path, selector string) (int, int) {
+	list := func(t *testing.T, c *framework.RawClient, path, selector string) (int, int) {
 		t.Helper()
-		r := c.do(t, http.MethodGet, path+"?fieldSelector="+url.QueryEscape(selector), nil, nil)
-		if r.code != http.StatusOK {
-			return r.code, -1
+		r := c.Do(t, http.MethodGet, path+"?fieldSelector="+url.QueryEscape(selector), nil, nil)
+		if r.Code != http.StatusOK {
+			return r.Code, -1
 		}
 		var items struct {
 			Items []json.RawMessage `json:"items"`
 		}
-		if err := json.Unmarshal(r.body, &items); err != nil {
+		if err := json.Unmarshal(r.Body, &items); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		return r.code, len(items.Items)
+		return r.Code, len(items.Items)
 	}
 
-	if r := ours.send(t, create); r.code != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.code, r.body)
+	if r := ours.Send(t, create); r.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Code, r.Body)
 	}
 	for _, tc := range cases {
 		for _, path := range paths {
@@ -59,9 +59,9 @@ func TestNamespaceSelectorMatchesKubeAPIServer(t *testing.T) {
 	}
 
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
-	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
-	if r := theirs.send(t, create); r.code != http.StatusCreated {
-		t.Fatalf("create on kube-apiserver: %d %s", r.code, r.body)
+	theirs := framework.NewRawClient(t, kube.RestConfig(), kube.AdminToken)
+	if r := theirs.Send(t, create); r.Code != http.StatusCreated {
+		t.Fatalf("create on kube-apiserver: %d %s", r.Code, r.Body)
 	}
 	for _, tc := range cases {
 		for _, path := range paths {

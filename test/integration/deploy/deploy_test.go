@@ -1,7 +1,6 @@
-package integration
+package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,7 +8,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,9 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -46,44 +42,6 @@ import (
 
 // deployOverlays are the kustomizations a user applies with kubectl apply -k.
 var deployOverlays = []string{"events-etcd-certs", "events-etcd", "aggregated", "standalone"}
-
-// renderOverlay runs kubectl kustomize (v1.36.3) on deploy/<dir>.
-func renderOverlay(t *testing.T, dir string) []byte {
-	t.Helper()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), filepath.Join(t.TempDir(), "none"), nil,
-		"kustomize", filepath.Join(root, "deploy", dir))
-	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/%s: %v\n%s", dir, err, stderr)
-	}
-	return []byte(stdout)
-}
-
-// splitManifests decodes a multi-document YAML stream.
-func splitManifests(t *testing.T, data []byte) []*unstructured.Unstructured {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
-}
 
 // TestDeployOverlaysDryRun: every overlay renders with kubectl kustomize and
 // passes a server-side dry run against kube-apiserver v1.36.3; the optional
@@ -102,9 +60,9 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 	}
 	for _, overlay := range deployOverlays {
 		t.Run(overlay, func(t *testing.T) {
-			rendered := renderOverlay(t, filepath.Join("overlays", overlay))
-			path := writeFile(t, overlay+".yaml", string(rendered))
-			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil,
+			rendered := framework.RenderOverlay(t, filepath.Join("overlays", overlay))
+			path := framework.WriteFile(t, overlay+".yaml", string(rendered))
+			stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil,
 				"apply", "--dry-run=server", "-f", path)
 			if err != nil {
 				t.Fatalf("kubectl apply --dry-run=server: %v\n%s%s", err, stdout, stderr)
@@ -134,8 +92,8 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
-		path := writeFile(t, "events-etcd.yaml", pod)
-		if out, errOut, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path); err != nil {
+		path := framework.WriteFile(t, "events-etcd.yaml", pod)
+		if out, errOut, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path); err != nil {
 			t.Fatalf("static pod dry run: %v\n%s%s", err, out, errOut)
 		}
 	})
@@ -154,7 +112,7 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 			}
 			stdout := string(renderWithComponents(t, overlay, dir))
 			got := map[string]bool{}
-			for _, obj := range splitManifests(t, []byte(stdout)) {
+			for _, obj := range framework.SplitManifests(t, []byte(stdout)) {
 				got[obj.GetKind()] = true
 			}
 			for _, kind := range kinds {
@@ -164,8 +122,8 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 			}
 			// The monitoring CRDs are not in a bare cluster.
 			if dir != "monitoring" {
-				path := writeFile(t, dir+".yaml", stdout)
-				if out, errOut, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path); err != nil {
+				path := framework.WriteFile(t, dir+".yaml", stdout)
+				if out, errOut, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path); err != nil {
 					t.Fatalf("%s dry run: %v\n%s%s", dir, err, out, errOut)
 				}
 			}
@@ -190,7 +148,7 @@ func renderWithComponents(t *testing.T, overlay string, components ...string) []
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), filepath.Join(t.TempDir(), "none"), nil, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir)
+	stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), filepath.Join(t.TempDir(), "none"), nil, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir)
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s with %v: %v\n%s", overlay, components, err, stderr)
 	}
@@ -268,12 +226,12 @@ func TestDeployKubeletless(t *testing.T) {
 		"etcd":             framework.EtcdBinary(t),
 	}, hostsFile)
 
-	etcdObjs := splitManifests(t, renderOverlay(t, "overlays/events-etcd"))
+	etcdObjs := framework.SplitManifests(t, framework.RenderOverlay(t, "overlays/events-etcd"))
 	// History in one shared PostgreSQL, as docs/aggregated.md installs it:
 	// the Secret with its DSN first, then the overlay with the component.
 	historyDSN := pgtest.Start(t)
 	shareSocketDir(t, historyDSN)
-	aggObjs := splitManifests(t, renderWithComponents(t, "overlays/aggregated", "history-postgres"))
+	aggObjs := framework.SplitManifests(t, renderWithComponents(t, "overlays/aggregated", "history-postgres"))
 	c.apply(t, etcdObjs)
 	c.apply(t, aggObjs)
 	if _, err := c.client.CoreV1().Secrets(deployNamespace).Create(ctx, &corev1.Secret{
@@ -285,7 +243,7 @@ func TestDeployKubeletless(t *testing.T) {
 
 	// The certs Job, then the three etcd members.
 	job := &batchv1.Job{}
-	fromUnstructured(t, findObject(t, etcdObjs, "Job", "events-etcd-certs"), job)
+	framework.FromUnstructured(t, framework.FindObject(t, etcdObjs, "Job", "events-etcd-certs"), job)
 	certs, err := c.kubelet.RunPod(ctx, "events-etcd-certs-x", deployNamespace, "127.0.0.31", job.Spec.Template)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +252,7 @@ func TestDeployKubeletless(t *testing.T) {
 		t.Fatal(err)
 	}
 	sts := &appsv1.StatefulSet{}
-	fromUnstructured(t, findObject(t, etcdObjs, "StatefulSet", "events-etcd"), sts)
+	framework.FromUnstructured(t, framework.FindObject(t, etcdObjs, "StatefulSet", "events-etcd"), sts)
 	if *sts.Spec.Replicas != int32(len(etcdMemberIPs)) {
 		t.Fatalf("StatefulSet has %d replicas, the test runs %d", *sts.Spec.Replicas, len(etcdMemberIPs))
 	}
@@ -327,7 +285,7 @@ func TestDeployKubeletless(t *testing.T) {
 	// renewal test below waits for the CA's turn, so these lifetimes are
 	// most of its length (with twice them it took 76 s of a 126 s test).
 	deploy := &appsv1.Deployment{}
-	fromUnstructured(t, findObject(t, aggObjs, "Deployment", "event-apiserver"), deploy)
+	framework.FromUnstructured(t, framework.FindObject(t, aggObjs, "Deployment", "event-apiserver"), deploy)
 	if *deploy.Spec.Replicas != int32(len(replicaIPs)) {
 		t.Fatalf("Deployment has %d replicas, the test runs %d", *deploy.Spec.Replicas, len(replicaIPs))
 	}
@@ -349,7 +307,7 @@ func TestDeployKubeletless(t *testing.T) {
 	}
 
 	t.Run("APIService Available with the caBundle injected", func(t *testing.T) {
-		applied := findObject(t, aggObjs, "APIService", "v1.events.k8s.io")
+		applied := framework.FindObject(t, aggObjs, "APIService", "v1.events.k8s.io")
 		if _, found, _ := unstructured.NestedFieldNoCopy(applied.Object, "spec", "caBundle"); found {
 			t.Fatalf("the rendered APIService carries a caBundle; it must be injected")
 		}
@@ -371,14 +329,14 @@ func TestDeployKubeletless(t *testing.T) {
 		if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
-		if _, err := c.client.EventsV1().Events("team-a").Create(ctx, schedulerStyleEvent("team-a", "deployed"), metav1.CreateOptions{}); err != nil {
+		if _, err := c.client.EventsV1().Events("team-a").Create(ctx, framework.SchedulerStyleEvent("team-a", "deployed"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, args := range [][]string{
 			{"get", "events.events.k8s.io", "-A"},
 			{"get", "events.events.k8s.io", "-A", "-o", "name"},
 		} {
-			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, args...)
+			stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, args...)
 			if err != nil {
 				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr)
 			}
@@ -497,7 +455,7 @@ func TestDeployKubeletless(t *testing.T) {
 			ExtraFlags: []string{"--runtime-config=events.k8s.io/v1=false", "--enable-aggregator-routing=true",
 				"--etcd-cafile=" + files["ca.crt"], "--etcd-certfile=" + files["tls.crt"], "--etcd-keyfile=" + files["tls.key"]},
 		})
-		core := recorderStyleCoreEvent("team-a", "through-core")
+		core := framework.RecorderStyleCoreEvent("team-a", "through-core")
 		if _, err := kube2.Client(t).CoreV1().Events("team-a").Create(ctx, core, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -514,7 +472,7 @@ func TestDeployKubeletless(t *testing.T) {
 		}
 		const events = 4
 		for i := range events {
-			ev := schedulerStyleEvent(ns, fmt.Sprintf("web-deleted-%d", i))
+			ev := framework.SchedulerStyleEvent(ns, fmt.Sprintf("web-deleted-%d", i))
 			ev.Regarding = corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: ns, Name: "web-deleted", UID: "uid-web-deleted"}
 			ev.Related = nil
 			if _, err := c.client.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
@@ -688,8 +646,8 @@ func (c *deployedCluster) apply(t *testing.T, objs []*unstructured.Unstructured)
 		}
 		docs = append(docs, data)
 	}
-	path := writeFile(t, "objects.yaml", string(bytes.Join(docs, []byte("\n---\n"))))
-	stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, "apply", "-f", path)
+	path := framework.WriteFile(t, "objects.yaml", string(bytes.Join(docs, []byte("\n---\n"))))
+	stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, "apply", "-f", path)
 	if err != nil {
 		t.Fatalf("kubectl apply: %v\n%s%s", err, stdout, stderr)
 	}
@@ -718,7 +676,7 @@ func (c *deployedCluster) runHistoryReplica(t *testing.T, kubelet *framework.Kub
 	if err := pod.WaitReady(ctx, 2*time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, pod.Log())
 	}
-	waitAPIServiceAvailable(t, c.aggregator, historyAPIService, 2*time.Minute)
+	framework.WaitAPIServiceAvailable(t, c.aggregator, historyAPIService, 2*time.Minute)
 	return pod
 }
 
@@ -803,7 +761,7 @@ func (c *deployedCluster) waitAvailable(t *testing.T, timeout time.Duration) {
 
 func (c *deployedCluster) waitAvailableCondition(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	waitAPIServiceAvailable(t, c.aggregator, "v1.events.k8s.io", timeout)
+	framework.WaitAPIServiceAvailable(t, c.aggregator, "v1.events.k8s.io", timeout)
 }
 
 // load lists events.k8s.io/v1 Events through kube-apiserver without pause
@@ -846,24 +804,6 @@ func (l *load) stop() (ok, failed int64, lastErr error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ok.Load(), l.failed.Load(), l.lastErr
-}
-
-func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	t.Helper()
-	for _, obj := range objs {
-		if obj.GetKind() == kind && obj.GetName() == name {
-			return obj
-		}
-	}
-	t.Fatalf("no %s %s rendered", kind, name)
-	return nil
-}
-
-func fromUnstructured(t *testing.T, u *unstructured.Unstructured, into any) {
-	t.Helper()
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
-		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
-	}
 }
 
 // servedCert is the PEM leaf certificate a replica presents.
@@ -942,11 +882,11 @@ func TestDeployStandaloneKubeletless(t *testing.T) {
 	hostsFile := framework.WriteHostsFile(t, map[string][]string{})
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
-	objs := splitManifests(t, renderOverlay(t, "overlays/standalone"))
+	objs := framework.SplitManifests(t, framework.RenderOverlay(t, "overlays/standalone"))
 	c := &deployedCluster{kube: kube, client: kube.Client(t)}
 	c.apply(t, objs)
 	deploy := &appsv1.Deployment{}
-	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	framework.FromUnstructured(t, framework.FindObject(t, objs, "Deployment", "event-apiserver"), deploy)
 	pod, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, "127.0.0.41", deploy.Spec.Template)
 	if err != nil {
 		t.Fatal(err)
@@ -968,7 +908,7 @@ func TestDeployStandaloneKubeletless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.EventsV1().Events("default").Create(ctx, schedulerStyleEvent("default", "standalone"), metav1.CreateOptions{}); err != nil {
+	if _, err := client.EventsV1().Events("default").Create(ctx, framework.SchedulerStyleEvent("default", "standalone"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.CoreV1().Events("default").Get(ctx, "standalone", metav1.GetOptions{}); err != nil {

@@ -1,4 +1,4 @@
-package integration
+package deploy
 
 import (
 	"bytes"
@@ -231,13 +231,13 @@ func installCRDFixtures(t *testing.T, kube *framework.KubeAPIServer) {
 	t.Helper()
 	kubectl := framework.KubectlBinary(t)
 	for _, f := range []string{"testdata/crds/monitoring.coreos.com.yaml", "testdata/crds/cert-manager.io.yaml"} {
-		if out, errOut, err := kubectlAt(t, kubectl, kube.KubeconfigPath, nil, "apply", "-f", f); err != nil {
+		if out, errOut, err := framework.KubectlAt(t, kubectl, kube.KubeconfigPath, nil, "apply", "-f", f); err != nil {
 			t.Fatalf("kubectl apply -f %s: %v\n%s%s", f, err, out, errOut)
 		}
 	}
 	for _, crd := range []string{"servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com",
 		"issuers.cert-manager.io", "certificates.cert-manager.io"} {
-		if out, errOut, err := kubectlAt(t, kubectl, kube.KubeconfigPath, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd); err != nil {
+		if out, errOut, err := framework.KubectlAt(t, kubectl, kube.KubeconfigPath, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd); err != nil {
 			t.Fatalf("kubectl wait crd/%s: %v\n%s%s", crd, err, out, errOut)
 		}
 	}
@@ -268,7 +268,7 @@ func TestHelmTemplateDryRun(t *testing.T) {
 	for _, c := range helmCases {
 		t.Run(c.name, func(t *testing.T) {
 			rendered := renderChart(t, deployNamespace, c.set...)
-			objs := splitManifests(t, rendered)
+			objs := framework.SplitManifests(t, rendered)
 			kinds := map[string]bool{}
 			for _, o := range objs {
 				kinds[o.GetKind()] = true
@@ -282,8 +282,8 @@ func TestHelmTemplateDryRun(t *testing.T) {
 				}
 			}
 			checkHelmOptions(t, c, objs)
-			path := writeFile(t, c.name+".yaml", string(rendered))
-			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil,
+			path := framework.WriteFile(t, c.name+".yaml", string(rendered))
+			stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil,
 				"apply", "--dry-run=server", "--validate=strict", "-f", path)
 			if err != nil {
 				t.Fatalf("kubectl apply --dry-run=server: %v\n%s%s", err, stdout, stderr)
@@ -306,8 +306,8 @@ func TestHelmTemplateDryRun(t *testing.T) {
 	// The overlays' monitoring component, which TestDeployOverlaysDryRun
 	// cannot dry-run without these CRDs.
 	t.Run("overlay components/monitoring", func(t *testing.T) {
-		path := writeFile(t, "monitoring.yaml", string(renderWithComponents(t, "overlays/aggregated", "monitoring")))
-		if out, errOut, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "--validate=strict", "-f", path); err != nil {
+		path := framework.WriteFile(t, "monitoring.yaml", string(renderWithComponents(t, "overlays/aggregated", "monitoring")))
+		if out, errOut, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "--validate=strict", "-f", path); err != nil {
 			t.Fatalf("kubectl apply --dry-run=server: %v\n%s%s", err, out, errOut)
 		}
 	})
@@ -319,7 +319,7 @@ func TestHelmTemplateDryRun(t *testing.T) {
 func checkHelmOptions(t *testing.T, c helmCase, objs []*unstructured.Unstructured) {
 	t.Helper()
 	set := strings.Join(c.set, " ")
-	deploy := findObject(t, objs, "Deployment", "event-apiserver")
+	deploy := framework.FindObject(t, objs, "Deployment", "event-apiserver")
 	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
 	container := containers[0].(map[string]any)
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
@@ -333,7 +333,7 @@ func checkHelmOptions(t *testing.T, c helmCase, objs []*unstructured.Unstructure
 		if strings.Contains(joined, "--serving-cert-secret") || strings.Contains(joined, "--apiservice-names") {
 			t.Errorf("with cert-manager the server still makes its own certificate: %s", joined)
 		}
-		cert := findObject(t, objs, "Certificate", "event-apiserver")
+		cert := framework.FindObject(t, objs, "Certificate", "event-apiserver")
 		if name, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName"); name != "event-apiserver-tls" {
 			t.Errorf("the Certificate's Secret is %q, the pod mounts event-apiserver-tls", name)
 		}
@@ -390,11 +390,11 @@ func renderOverlays(t *testing.T, overlays []string) []*unstructured.Unstructure
 		dir, components, _ := strings.Cut(o, "+")
 		var rendered []byte
 		if components == "" {
-			rendered = renderOverlay(t, dir)
+			rendered = framework.RenderOverlay(t, dir)
 		} else {
 			rendered = renderWithComponents(t, dir, strings.Split(components, "+")...)
 		}
-		objs = append(objs, splitManifests(t, rendered)...)
+		objs = append(objs, framework.SplitManifests(t, rendered)...)
 	}
 	return objs
 }
@@ -422,7 +422,7 @@ func TestHelmMatchesOverlays(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			chart := map[string]*unstructured.Unstructured{}
-			for _, o := range splitManifests(t, renderChart(t, deployNamespace, c.set...)) {
+			for _, o := range framework.SplitManifests(t, renderChart(t, deployNamespace, c.set...)) {
 				chart[objectKey(o)] = o
 			}
 			overlay := map[string]*unstructured.Unstructured{}
@@ -523,7 +523,7 @@ func TestHistorySQLiteFitsItsVolume(t *testing.T) {
 	}, helmCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkHistoryFitsVolume(t, "the chart", splitManifests(t, renderChart(t, deployNamespace, c.set...)))
+			checkHistoryFitsVolume(t, "the chart", framework.SplitManifests(t, renderChart(t, deployNamespace, c.set...)))
 			if len(c.overlays) > 0 {
 				checkHistoryFitsVolume(t, fmt.Sprint(c.overlays), renderOverlays(t, c.overlays))
 			}
@@ -541,7 +541,7 @@ func checkHistoryFitsVolume(t *testing.T, source string, objs []*unstructured.Un
 	// The embedded etcd's 2 GiB quota with its WAL and snapshots.
 	const embeddedEtcdBytes = 4 << 30
 	deploy := &appsv1.Deployment{}
-	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	framework.FromUnstructured(t, framework.FindObject(t, objs, "Deployment", "event-apiserver"), deploy)
 	flags := map[string]string{}
 	for _, arg := range deploy.Spec.Template.Spec.Containers[0].Args {
 		name, value, _ := strings.Cut(arg, "=")
@@ -563,7 +563,7 @@ func checkHistoryFitsVolume(t *testing.T, source string, objs []*unstructured.Un
 			size = v.EmptyDir.SizeLimit
 		case v.PersistentVolumeClaim != nil:
 			claim := &corev1.PersistentVolumeClaim{}
-			fromUnstructured(t, findObject(t, objs, "PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName), claim)
+			framework.FromUnstructured(t, framework.FindObject(t, objs, "PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName), claim)
 			request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 			size = &request
 		}
@@ -627,15 +627,15 @@ func TestHelmCertManagerKubeletless(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &deployedCluster{kube: kube, client: kube.Client(t), aggregator: aggregator}
-	mustCreate(t, func() error {
+	framework.MustCreate(t, func() error {
 		_, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{})
 		return err
 	})
-	objs := splitManifests(t, renderChart(t, deployNamespace, "certManager.enabled=true"))
+	objs := framework.SplitManifests(t, renderChart(t, deployNamespace, "certManager.enabled=true"))
 	c.apply(t, objs)
 
 	// cert-manager's controller: the Secret the Certificate asks for.
-	cert := findObject(t, objs, "Certificate", "event-apiserver")
+	cert := framework.FindObject(t, objs, "Certificate", "event-apiserver")
 	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	if len(dnsNames) == 0 {
@@ -669,7 +669,7 @@ func TestHelmCertManagerKubeletless(t *testing.T) {
 
 	kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
 	deploy := &appsv1.Deployment{}
-	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	framework.FromUnstructured(t, framework.FindObject(t, objs, "Deployment", "event-apiserver"), deploy)
 	c.runHistoryReplica(t, kubelet, podIP, deploy.Spec.Template)
 	served, err := servedCert(podIP)
 	if err != nil {
@@ -679,7 +679,7 @@ func TestHelmCertManagerKubeletless(t *testing.T) {
 	if !bytes.Equal(served, pem.EncodeToMemory(block)) {
 		t.Errorf("the server does not serve the certificate of the Secret %s", secretName)
 	}
-	if stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "get", "eventrecords", "-A"); err != nil {
+	if stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "get", "eventrecords", "-A"); err != nil {
 		t.Errorf("kubectl get eventrecords through the APIService: %v\n%s%s", err, stdout, stderr)
 	}
 	if _, err := c.client.CoreV1().Secrets(deployNamespace).Get(ctx, "event-apiserver-serving", metav1.GetOptions{}); err == nil {

@@ -1,14 +1,10 @@
-package integration
+package deploy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +63,7 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 		name   string
 		render func(t *testing.T) []byte
 	}{
-		{"overlay", func(t *testing.T) []byte { return renderOverlay(t, "overlays/history-only") }},
+		{"overlay", func(t *testing.T) []byte { return framework.RenderOverlay(t, "overlays/history-only") }},
 		{"chart", func(t *testing.T) []byte { return renderChart(t, deployNamespace) }},
 	} {
 		// One after the other: both install the same APIService.
@@ -86,7 +82,7 @@ func TestHistoryOnlyKubeletless(t *testing.T) {
 func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP string, rendered []byte) {
 	ctx := context.Background()
 	// helm install --create-namespace makes it; the overlay renders it.
-	mustCreate(t, func() error {
+	framework.MustCreate(t, func() error {
 		_, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{})
 		return err
 	})
@@ -100,17 +96,17 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 		}
 	})
 	kubelet := framework.NewKubelet(t, c.kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)}, hostsFile)
-	objs := splitManifests(t, rendered)
+	objs := framework.SplitManifests(t, rendered)
 	c.apply(t, objs)
 	deploy := &appsv1.Deployment{}
-	fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+	framework.FromUnstructured(t, framework.FindObject(t, objs, "Deployment", "event-apiserver"), deploy)
 	if *deploy.Spec.Replicas != 1 {
 		t.Fatalf("the SQLite install runs %d replicas, want 1", *deploy.Spec.Replicas)
 	}
 	pod := c.runHistoryReplica(t, kubelet, podIP, deploy.Spec.Template)
 	assertHardened(t, pod)
 
-	ns := uniqueName("history-only")
+	ns := framework.UniqueName("history-only")
 	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +118,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 	defer coreBroadcaster.Shutdown()
 	coreBroadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
 	coreRecorder := coreBroadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "history-only-test"})
-	corePod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "core-recorded", UID: types.UID(uniqueName("uid"))}
+	corePod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "core-recorded", UID: types.UID(framework.UniqueName("uid"))}
 	coreRecorder.Event(corePod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
 	coreRecorder.Event(corePod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
 	regarding[corePod.Name] = "BackOff"
@@ -134,7 +130,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 	eventsBroadcaster.StartRecordingToSink(stopEvents)
 	defer func() { close(stopEvents); eventsBroadcaster.Shutdown() }()
 	eventsRecorder := eventsBroadcaster.NewRecorder(scheme.Scheme, "history-only-test-controller")
-	eventsPod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "events-recorded", UID: types.UID(uniqueName("uid"))}
+	eventsPod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "events-recorded", UID: types.UID(framework.UniqueName("uid"))}
 	eventsRecorder.Eventf(eventsPod, nil, corev1.EventTypeNormal, "Synced", "Sync", "synced %d objects", 3)
 	regarding[eventsPod.Name] = "Synced"
 
@@ -195,7 +191,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 			args := []string{"get", "eventrecords", "-n", ns, "--field-selector", "regarding.name=" + name + ",since=" + since}
 			var out string
 			err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
-				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, args...)
+				stdout, _, err := framework.KubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, args...)
 				out = stdout
 				return err == nil && strings.Contains(stdout, reason), nil
 			})
@@ -205,7 +201,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
 			// The TTL's expiry reached capture as a watch DELETED.
 			err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
-				stdout, _, err := kubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, append(args, "-o", "jsonpath={.items[*].live}")...)
+				stdout, _, err := framework.KubectlAt(t, framework.KubectlBinary(t), c.kube.KubeconfigPath, nil, append(args, "-o", "jsonpath={.items[*].live}")...)
 				out = stdout
 				return err == nil && strings.Contains(stdout, "false") && !strings.Contains(stdout, "true"), nil
 			})
@@ -252,14 +248,14 @@ func startKubeScheduler(t *testing.T, kube *framework.KubeAPIServer) {
 // the test's own watch: what history must hold.
 type apiTruth struct {
 	mu       sync.Mutex
-	versions map[versionKey]*corev1.Event
+	versions map[framework.VersionKey]*corev1.Event
 	deleted  map[string]bool
 	errs     []error
 }
 
 func watchAPITruth(t *testing.T, client kubernetes.Interface, ns string) *apiTruth {
 	t.Helper()
-	truth := &apiTruth{versions: map[versionKey]*corev1.Event{}, deleted: map[string]bool{}}
+	truth := &apiTruth{versions: map[framework.VersionKey]*corev1.Event{}, deleted: map[string]bool{}}
 	list, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +274,7 @@ func watchAPITruth(t *testing.T, client kubernetes.Interface, ns string) *apiTru
 			switch ev.Type {
 			case watch.Added, watch.Modified:
 				e := ev.Object.(*corev1.Event)
-				truth.versions[versionKey{string(e.UID), e.ResourceVersion}] = e
+				truth.versions[framework.VersionKey{UID: string(e.UID), RV: e.ResourceVersion}] = e
 			case watch.Deleted:
 				truth.deleted[string(ev.Object.(*corev1.Event).UID)] = true
 			case watch.Error:
@@ -307,85 +303,6 @@ func (a *apiTruth) count(t *testing.T) int {
 	return len(a.versions)
 }
 
-// historyOnlyReplica is a history-only server run as a process, so the
-// test can SIGKILL it.
-type historyOnlyReplica struct {
-	proc   *testbed.Process
-	client *rawClient
-}
-
-// startHistoryOnlyReplica runs one with storeArgs (none: SQLite in its
-// data directory).
-func startHistoryOnlyReplica(t *testing.T, kube *framework.KubeAPIServer, storeArgs []string) *historyOnlyReplica {
-	t.Helper()
-	dir := t.TempDir()
-	port := framework.FreePort(t)
-	r := &historyOnlyReplica{
-		proc: &testbed.Process{Name: "history-only", Path: framework.ServerBinary(t), LogPath: filepath.Join(dir, "server.log"),
-			Args: append([]string{
-				"--history-only", "--kubeconfig=" + kube.KubeconfigPath,
-				"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "--data-dir=" + dir,
-				// Slow batches leave changes queued and unstored when the kill comes.
-				"--history-batch-interval=300ms", "--history-batch-size=40",
-			}, storeArgs...)},
-		client: &rawClient{baseURL: fmt.Sprintf("https://127.0.0.1:%d", port), token: kube.AdminToken,
-			client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-				// The generated serving certificate; what is under test
-				// here is capture, not the TLS chain.
-				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
-			}}},
-	}
-	t.Cleanup(func() {
-		_ = r.proc.Stop()
-		if t.Failed() {
-			t.Logf("%s log:\n%s", r.proc.LogPath, r.proc.Tail(60))
-		}
-	})
-	r.start(t)
-	return r
-}
-
-// start runs the replica and waits for /readyz, which holds once capture
-// has stored where it starts from.
-func (r *historyOnlyReplica) start(t *testing.T) {
-	t.Helper()
-	if err := r.proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, 90*time.Second, true, func(context.Context) (bool, error) {
-		if !r.proc.Running() {
-			return false, fmt.Errorf("exited: %s", r.proc.Exited())
-		}
-		resp, err := r.client.client.Get(r.client.baseURL + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		t.Fatalf("history-only replica not ready: %v\n%s", err, r.proc.Tail(40))
-	}
-}
-
-// metric reads one counter from /metrics.
-func (r *historyOnlyReplica) metric(t *testing.T, series string) float64 {
-	t.Helper()
-	resp := r.client.do(t, "GET", "/metrics", nil, nil)
-	if resp.code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %s", resp.code, resp.body)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(resp.body)
-	if m == nil {
-		return 0
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // TestHistoryOnlyCrash: two history-only replicas on one PostgreSQL capture
 // from kube-apiserver while Events are written through both APIs. One is
 // SIGKILLed mid-capture and restarted: every version kube-apiserver served
@@ -394,55 +311,55 @@ func (r *historyOnlyReplica) metric(t *testing.T, series string) float64 {
 // missing from history are exactly as many as its lost-versions metric says.
 func TestHistoryOnlyCrash(t *testing.T) {
 	t.Parallel()
-	ctx := pollCtx(t)
+	ctx := framework.PollCtx(t)
 	dsn := pgtest.Start(t)
 	etcd := framework.StartEtcd(t)
 	// Defaults, with one exception: kube-apiserver compacts etcd every 5
 	// minutes by default; the test compacts it itself, when it chooses.
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{EtcdServers: etcd.ClientURL()})
 	client := kube.Client(t)
-	ns := uniqueName("history-crash")
+	ns := framework.UniqueName("history-crash")
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	truth := watchAPITruth(t, client, ns)
 	storeArgs := []string{"--history-store=postgres", "--history-dsn=" + dsn}
-	first := startHistoryOnlyReplica(t, kube, storeArgs)
-	second := startHistoryOnlyReplica(t, kube, storeArgs)
+	first := framework.StartHistoryOnlyReplica(t, kube, storeArgs)
+	second := framework.StartHistoryOnlyReplica(t, kube, storeArgs)
 
-	w := startHistoryWriter(client, ns)
-	defer w.stop()
+	w := framework.StartHistoryWriter(client, ns)
+	defer w.Stop()
 	waitVersions := func(what string, n int) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 90*time.Second, true, func(context.Context) (bool, error) {
 			return truth.count(t) >= n, nil
 		})
 		if err != nil {
-			t.Fatalf("%s: waiting for %d Event versions: %v (writer errors: %v)", what, n, err, w.errors())
+			t.Fatalf("%s: waiting for %d Event versions: %v (writer errors: %v)", what, n, err, w.Errors())
 		}
 	}
 	waitVersions("before the kill", 60)
-	if err := first.proc.Kill(); err != nil {
+	if err := first.Proc.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	waitVersions("while the first replica is down", truth.count(t)+60)
-	first.start(t)
-	if !strings.Contains(first.proc.Tail(200), "Resuming Event history capture from the Kubernetes API") {
+	first.Start(t)
+	if !strings.Contains(first.Proc.Tail(200), "Resuming Event history capture from the Kubernetes API") {
 		t.Error("the restarted replica did not resume from the stored resourceVersion")
 	}
 	waitVersions("after the restart", truth.count(t)+60)
 
 	// Both away; kube-apiserver goes on serving writes, then etcd forgets
 	// them: a watch from where capture stood answers 410.
-	if err := first.proc.Kill(); err != nil {
+	if err := first.Proc.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if err := second.proc.Kill(); err != nil {
+	if err := second.Proc.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	waitVersions("while both replicas are down", truth.count(t)+60)
-	w.stop()
-	if errs := w.errors(); len(errs) > 0 {
+	w.Stop()
+	if errs := w.Errors(); len(errs) > 0 {
 		t.Fatalf("writer: %v", errs)
 	}
 	etcdClient := etcd.Client(t)
@@ -453,32 +370,32 @@ func TestHistoryOnlyCrash(t *testing.T) {
 	if _, err := etcdClient.Compact(ctx, head.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
-	first.start(t)
-	second.start(t)
-	if !strings.Contains(first.proc.Tail(400), "410 Gone") && !strings.Contains(second.proc.Tail(400), "410 Gone") {
+	first.Start(t)
+	second.Start(t)
+	if !strings.Contains(first.Proc.Tail(400), "410 Gone") && !strings.Contains(second.Proc.Tail(400), "410 Gone") {
 		t.Errorf("no replica met a 410 after the compaction")
 	}
-	lost := first.metric(t, "event_apiserver_history_capture_relist_lost_versions_total") +
-		second.metric(t, "event_apiserver_history_capture_relist_lost_versions_total")
+	lost := first.Metric(t, "event_apiserver_history_capture_relist_lost_versions_total") +
+		second.Metric(t, "event_apiserver_history_capture_relist_lost_versions_total")
 
 	truth.mu.Lock()
-	versions := make(map[versionKey]*corev1.Event, len(truth.versions))
+	versions := make(map[framework.VersionKey]*corev1.Event, len(truth.versions))
 	for k, v := range truth.versions {
 		versions[k] = v
 	}
 	truth.mu.Unlock()
 	t.Logf("kube-apiserver served %d versions; the relist's metric says %v lost", len(versions), lost)
-	for name, r := range map[string]*historyOnlyReplica{"killed and restarted": first, "beside it": second} {
+	for name, r := range map[string]*framework.HistoryOnlyReplica{"killed and restarted": first, "beside it": second} {
 		t.Run(name, func(t *testing.T) {
-			var records []versionKey
-			err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
-				records = recordKeys(listAllEventRecords(t, r.client, ns, "", 500))
+			var records []framework.VersionKey
+			err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+				records = framework.RecordKeys(framework.ListAllEventRecords(t, r.Client, ns, "", 500))
 				return float64(len(records)) >= float64(len(versions))-lost, nil
 			})
 			if err != nil {
 				t.Errorf("history has %d records, kube-apiserver served %d versions, %v reported lost", len(records), len(versions), lost)
 			}
-			seen := map[versionKey]int{}
+			seen := map[framework.VersionKey]int{}
 			for _, k := range records {
 				seen[k]++
 			}
@@ -515,17 +432,17 @@ func TestHistoryOnlyOverlaysDryRun(t *testing.T) {
 	}
 	for _, overlay := range []string{"history-only", "history-only-postgres"} {
 		t.Run(overlay, func(t *testing.T) {
-			rendered := renderOverlay(t, filepath.Join("overlays", overlay))
-			objs := splitManifests(t, rendered)
+			rendered := framework.RenderOverlay(t, filepath.Join("overlays", overlay))
+			objs := framework.SplitManifests(t, rendered)
 			deploy := &appsv1.Deployment{}
-			fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+			framework.FromUnstructured(t, framework.FindObject(t, objs, "Deployment", "event-apiserver"), deploy)
 			args := strings.Join(deploy.Spec.Template.Spec.Containers[0].Args, " ")
 			if !strings.Contains(args, "--history-only") || strings.Contains(args, "--etcd") || strings.Contains(args, "--event-ttl") {
 				t.Errorf("%s runs %s", overlay, args)
 			}
-			findObject(t, objs, "APIService", historyAPIService)
-			path := writeFile(t, overlay+".yaml", string(rendered))
-			stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path)
+			framework.FindObject(t, objs, "APIService", historyAPIService)
+			path := framework.WriteFile(t, overlay+".yaml", string(rendered))
+			stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), kube.KubeconfigPath, nil, "apply", "--dry-run=server", "-f", path)
 			if err != nil {
 				t.Fatalf("kubectl apply --dry-run=server: %v\n%s%s", err, stdout, stderr)
 			}

@@ -1,4 +1,4 @@
-package integration
+package deploy
 
 import (
 	"context"
@@ -143,11 +143,11 @@ func TestStaticPodEventsEtcdTrust(t *testing.T) {
 		EtcdServers: eventsEtcd,
 		ExtraArgs:   []string{"--etcd-cafile=" + etcdCAFile, "--etcd-certfile=" + eventCert, "--etcd-keyfile=" + eventKey},
 	})
-	ns := uniqueName("static")
+	ns := framework.UniqueName("static")
 	if _, err := kube.Client(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.Client(t).CoreV1().Events(ns).Create(ctx, recorderStyleCoreEvent(ns, "through-kube"), metav1.CreateOptions{}); err != nil {
+	if _, err := kube.Client(t).CoreV1().Events(ns).Create(ctx, framework.RecorderStyleCoreEvent(ns, "through-kube"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := server.Client(t).EventsV1().Events(ns).Get(ctx, "through-kube", metav1.GetOptions{}); err != nil {
@@ -158,7 +158,7 @@ func TestStaticPodEventsEtcdTrust(t *testing.T) {
 		// The aggregated overlay with the component, its objects applied and
 		// its container run by the kubelet-less runner, with the ConfigMap
 		// and the Secret of the guide's steps 2 and 5.
-		objs := splitManifests(t, renderWithComponents(t, "overlays/aggregated", "static-pod-etcd"))
+		objs := framework.SplitManifests(t, renderWithComponents(t, "overlays/aggregated", "static-pod-etcd"))
 		c := &deployedCluster{kube: kube, client: kube.Client(t)}
 		c.apply(t, objs)
 		caData, err := os.ReadFile(etcdCAFile)
@@ -185,7 +185,7 @@ func TestStaticPodEventsEtcdTrust(t *testing.T) {
 		kubelet := framework.NewKubelet(t, kube, map[string]string{"/event-apiserver": framework.ServerBinary(t)},
 			framework.WriteHostsFile(t, map[string][]string{}))
 		deploy := &appsv1.Deployment{}
-		fromUnstructured(t, findObject(t, objs, "Deployment", "event-apiserver"), deploy)
+		framework.FromUnstructured(t, framework.FindObject(t, objs, "Deployment", "event-apiserver"), deploy)
 		replica, err := kubelet.RunPod(ctx, "event-apiserver-0", deployNamespace, "127.0.0.52", deploy.Spec.Template)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package integration
+package door
 
 import (
 	"bufio"
@@ -88,7 +88,7 @@ func startFrontDoor(t *testing.T, kube *framework.KubeAPIServer, replicas []*fra
 		events = append(events, r.Server)
 	}
 	d, err := testbed.StartDoor(context.Background(), testbed.DoorOptions{
-		Binary: nginxBinary(t), Dir: t.TempDir(), Kube: kube.KubeAPIServer, Events: events, EventsName: aggregatedServiceDNS,
+		Binary: nginxBinary(t), Dir: t.TempDir(), Kube: kube.KubeAPIServer, Events: events, EventsName: framework.AggregatedServiceDNS,
 		FrontProxyCert: proxyCert, FrontProxyKey: proxyKey,
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ func (d *frontDoor) log(t *testing.T) []doorLogLine {
 func (d *frontDoor) upstreamOf(t *testing.T, uri string) string {
 	t.Helper()
 	var upstream string
-	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
 		for _, l := range d.log(t) {
 			if l.uri == uri {
 				upstream = l.upstream
@@ -257,7 +257,7 @@ func TestFrontDoor(t *testing.T) {
 			EtcdServers:          eventsEtcd.ClientURL(),
 			AggregatedKubeconfig: kube.KubeconfigPath,
 			ExtraArgs: []string{
-				"--self-signed-cert-dns-names=" + aggregatedServiceDNS,
+				"--self-signed-cert-dns-names=" + framework.AggregatedServiceDNS,
 				// Slow refills, so that a slow machine's storm is still
 				// refused within its few dozen writes.
 				"--event-rate-limit-qps=0.1", fmt.Sprintf("--event-rate-limit-burst=%d", doorReporterBurst),
@@ -267,9 +267,9 @@ func TestFrontDoor(t *testing.T) {
 	}
 	// Bypassing clients reach event-apiserver's events.k8s.io/v1 through
 	// kube-apiserver's aggregator, as docs/aggregated.md installs it.
-	c := &aggregatedCluster{kube: kube, events: replicas[0], client: kube.Client(t)}
-	c.registerAPIService(t)
-	c.createNamespace(t, doorNamespace)
+	c := &framework.AggregatedCluster{Kube: kube, Events: replicas[0], Client: kube.Client(t)}
+	c.RegisterAPIService(t)
+	c.CreateNamespace(t, doorNamespace)
 
 	proxyCert, proxyKey := issueCert(t, kube.FrontProxyCAFile, kube.FrontProxyCAKeyFile, doorProxyName)
 	door := startFrontDoor(t, kube, replicas, proxyCert, proxyKey)
@@ -286,29 +286,29 @@ func TestFrontDoor(t *testing.T) {
 		return doorClient{name: name, certFile: cert, keyFile: key}
 	}
 	n1 := node("n1")
-	grantDoorRBAC(t, c.client)
-	saToken, err := c.client.CoreV1().ServiceAccounts(doorNamespace).CreateToken(ctx, "event-reader",
+	grantDoorRBAC(t, c.Client)
+	saToken, err := c.Client.CoreV1().ServiceAccounts(doorNamespace).CreateToken(ctx, "event-reader",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	serviceAccount := doorClient{name: "service-account token", token: saToken.Status.Token}
 
-	cm, err := c.client.CoreV1().ConfigMaps(doorNamespace).Create(ctx, &corev1.ConfigMap{
+	cm, err := c.Client.CoreV1().ConfigMaps(doorNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"k": "v"},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	kubeEventRequests := func() float64 {
-		return metricValue(t, kube.RestConfig(), "apiserver_request_total", map[string]string{"resource": "events"})
+		return framework.MetricValue(t, kube.RestConfig(), "apiserver_request_total", map[string]string{"resource": "events"})
 	}
 	eventAPIServerRequests := func() float64 {
 		var sum float64
 		for _, r := range replicas {
 			config := admin.config(&frontDoor{Door: &testbed.Door{URL: r.URL}}, kube)
 			config.TLSClientConfig.CAData, config.TLSClientConfig.CAFile = nil, r.CACertFile()
-			sum += metricValue(t, config, "apiserver_request_total", map[string]string{"resource": "events"})
+			sum += framework.MetricValue(t, config, "apiserver_request_total", map[string]string{"resource": "events"})
 		}
 		return sum
 	}
@@ -371,15 +371,15 @@ func TestFrontDoor(t *testing.T) {
 			events   bool
 		}{
 			{"configmaps", func(name string) error {
-				_, err := c.client.CoreV1().ConfigMaps(doorNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+				_, err := c.Client.CoreV1().ConfigMaps(doorNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 				return err
 			}, false},
 			{"events", func(name string) error {
-				_, err := admin.clientset(t, door, kube).CoreV1().Events(doorNamespace).Create(ctx, recorderStyleCoreEvent(doorNamespace, name), metav1.CreateOptions{})
+				_, err := admin.clientset(t, door, kube).CoreV1().Events(doorNamespace).Create(ctx, framework.RecorderStyleCoreEvent(doorNamespace, name), metav1.CreateOptions{})
 				return err
 			}, true},
 		} {
-			name := uniqueName("upgrade")
+			name := framework.UniqueName("upgrade")
 			uri := fmt.Sprintf("/api/v1/namespaces/%s/%s?watch=true&fieldSelector=metadata.name%%3D%s", doorNamespace, tc.resource, name)
 			frame := webSocketWatchFirstFrame(t, door, kube, admin, uri, func() error { return tc.create(name) })
 			if !strings.Contains(frame, `"type":"ADDED"`) || !strings.Contains(frame, name) {
@@ -393,7 +393,7 @@ func TestFrontDoor(t *testing.T) {
 
 	t.Run("readyz of each replica answers the door's health checks", func(t *testing.T) {
 		for _, r := range replicas {
-			status, body := (&aggregatedCluster{events: r}).anonymousGet(t, "/readyz")
+			status, body := (&framework.AggregatedCluster{Events: r}).AnonymousGet(t, "/readyz")
 			if status != http.StatusOK {
 				t.Errorf("%s/readyz anonymously: %d %s", r.URL, status, body)
 			}
@@ -406,7 +406,7 @@ func TestFrontDoor(t *testing.T) {
 		var calls []string
 		config := n1.config(door, kube)
 		config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			return framework.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 				resp, err := rt.RoundTrip(req)
 				if err == nil {
 					mu.Lock()
@@ -428,7 +428,7 @@ func TestFrontDoor(t *testing.T) {
 			recorder.Eventf(cm, corev1.EventTypeWarning, reason, "seen through the door")
 			recorder.Eventf(cm, corev1.EventTypeWarning, reason, "seen through the door")
 		}
-		err = wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(ctx context.Context) (bool, error) {
 			list, err := admin.clientset(t, door, kube).CoreV1().Events(doorNamespace).List(ctx, metav1.ListOptions{
 				FieldSelector: "involvedObject.name=settings,source=kubelet"})
 			if err != nil {
@@ -543,7 +543,7 @@ func TestFrontDoor(t *testing.T) {
 		}
 		var served float64
 		var routed int
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
 			served, routed = eventAPIServerRequests()-eventsBefore, doorEventRequests()
 			return served == float64(routed), nil
 		})
@@ -587,30 +587,30 @@ func TestFrontDoor(t *testing.T) {
 
 	t.Run("namespace lifecycle on core/v1", func(t *testing.T) {
 		through := admin.clientset(t, door, kube).CoreV1().Events
-		_, errDoor := through("no-such-namespace").Create(ctx, recorderStyleCoreEvent("no-such-namespace", "x"), metav1.CreateOptions{})
-		_, errKube := c.client.CoreV1().Events("no-such-namespace").Create(ctx, recorderStyleCoreEvent("no-such-namespace", "x"), metav1.CreateOptions{})
-		assertSameStatus(t, errKube, errDoor)
+		_, errDoor := through("no-such-namespace").Create(ctx, framework.RecorderStyleCoreEvent("no-such-namespace", "x"), metav1.CreateOptions{})
+		_, errKube := c.Client.CoreV1().Events("no-such-namespace").Create(ctx, framework.RecorderStyleCoreEvent("no-such-namespace", "x"), metav1.CreateOptions{})
+		framework.AssertSameStatus(t, errKube, errDoor)
 		if !apierrors.IsNotFound(errDoor) {
 			t.Errorf("missing namespace through the door: %v, want 404", errDoor)
 		}
-		c.createNamespace(t, "door-leaving")
-		if err := c.client.CoreV1().Namespaces().Delete(ctx, "door-leaving", metav1.DeleteOptions{}); err != nil {
+		c.CreateNamespace(t, "door-leaving")
+		if err := c.Client.CoreV1().Namespaces().Delete(ctx, "door-leaving", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var errTerminating error
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
-			_, errTerminating = through("door-leaving").Create(ctx, recorderStyleCoreEvent("door-leaving", "late"), metav1.CreateOptions{})
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(ctx context.Context) (bool, error) {
+			_, errTerminating = through("door-leaving").Create(ctx, framework.RecorderStyleCoreEvent("door-leaving", "late"), metav1.CreateOptions{})
 			return apierrors.IsForbidden(errTerminating), nil
 		})
 		if err != nil {
 			t.Fatalf("terminating namespace through the door: %v", errTerminating)
 		}
-		_, errKube = c.client.CoreV1().Events("door-leaving").Create(ctx, recorderStyleCoreEvent("door-leaving", "late"), metav1.CreateOptions{})
-		assertSameStatus(t, errKube, errTerminating)
+		_, errKube = c.Client.CoreV1().Events("door-leaving").Create(ctx, framework.RecorderStyleCoreEvent("door-leaving", "late"), metav1.CreateOptions{})
+		framework.AssertSameStatus(t, errKube, errTerminating)
 	})
 
 	t.Run("a client bypassing the door sees the same Events", func(t *testing.T) {
-		direct, err := c.client.CoreV1().Events(doorNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=settings"})
+		direct, err := c.Client.CoreV1().Events(doorNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=settings"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -635,7 +635,7 @@ func TestFrontDoor(t *testing.T) {
 		}
 		// And the other way round: written straight to kube-apiserver,
 		// read through the door, in both APIs.
-		written, err := c.client.CoreV1().Events(doorNamespace).Create(ctx, recorderStyleCoreEvent(doorNamespace, "bypass"), metav1.CreateOptions{})
+		written, err := c.Client.CoreV1().Events(doorNamespace).Create(ctx, framework.RecorderStyleCoreEvent(doorNamespace, "bypass"), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -646,7 +646,7 @@ func TestFrontDoor(t *testing.T) {
 		if _, err := through.EventsV1().Events(doorNamespace).Get(ctx, written.Name, metav1.GetOptions{}); err != nil {
 			t.Errorf("events.k8s.io through the door: %v", err)
 		}
-		if _, err := c.client.EventsV1().Events(doorNamespace).Get(ctx, written.Name, metav1.GetOptions{}); err != nil {
+		if _, err := c.Client.EventsV1().Events(doorNamespace).Get(ctx, written.Name, metav1.GetOptions{}); err != nil {
 			t.Errorf("events.k8s.io through kube-apiserver's aggregator: %v", err)
 		}
 	})
@@ -662,7 +662,7 @@ func TestFrontDoor(t *testing.T) {
 func grantDoorRBAC(t *testing.T, client kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
-	mustCreate(t, func() error {
+	framework.MustCreate(t, func() error {
 		_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "door-nodes"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node"},
@@ -670,11 +670,11 @@ func grantDoorRBAC(t *testing.T, client kubernetes.Interface) {
 		}, metav1.CreateOptions{})
 		return err
 	})
-	mustCreate(t, func() error {
+	framework.MustCreate(t, func() error {
 		_, err := client.CoreV1().ServiceAccounts(doorNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "event-reader"}}, metav1.CreateOptions{})
 		return err
 	})
-	mustCreate(t, func() error {
+	framework.MustCreate(t, func() error {
 		_, err := client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "door-event-reader"},
 			Rules: []rbacv1.PolicyRule{
@@ -684,7 +684,7 @@ func grantDoorRBAC(t *testing.T, client kubernetes.Interface) {
 		}, metav1.CreateOptions{})
 		return err
 	})
-	mustCreate(t, func() error {
+	framework.MustCreate(t, func() error {
 		_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "door-event-reader"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "door-event-reader"},
@@ -699,7 +699,7 @@ func grantDoorRBAC(t *testing.T, client kubernetes.Interface) {
 func testKubectlThroughDoor(t *testing.T, bin, kubeconfig, name string, cm *corev1.ConfigMap) {
 	run := func(args ...string) string {
 		t.Helper()
-		stdout, stderr, err := kubectlAt(t, bin, kubeconfig, nil, args...)
+		stdout, stderr, err := framework.KubectlAt(t, bin, kubeconfig, nil, args...)
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
 		}
@@ -714,7 +714,7 @@ func testKubectlThroughDoor(t *testing.T, bin, kubeconfig, name string, cm *core
 	if out := run("events", "-n", doorNamespace, "--for", "configmap/settings"); !strings.Contains(out, "DoorFirst") || !strings.Contains(out, "(x2") {
 		t.Errorf("events --for configmap/settings:\n%s", out)
 	}
-	ev := recorderStyleCoreEvent(doorNamespace, "by-"+name)
+	ev := framework.RecorderStyleCoreEvent(doorNamespace, "by-"+name)
 	ev.APIVersion, ev.Kind = "v1", "Event"
 	ev.InvolvedObject = corev1.ObjectReference{Kind: "ConfigMap", Namespace: doorNamespace, Name: cm.Name, UID: cm.UID, APIVersion: "v1"}
 	ev.Reason = "CreatedBy" + strings.ReplaceAll(name, "-", "")
@@ -722,7 +722,7 @@ func testKubectlThroughDoor(t *testing.T, bin, kubeconfig, name string, cm *core
 	if err != nil {
 		t.Fatal(err)
 	}
-	run("create", "-f", writeFile(t, "event.json", string(data)))
+	run("create", "-f", framework.WriteFile(t, "event.json", string(data)))
 	out := run("describe", "configmap", "-n", doorNamespace, "settings")
 	for _, want := range []string{"DoorFirst", "DoorSecond", ev.Reason} {
 		if !strings.Contains(out, want) {
@@ -737,15 +737,15 @@ func testKubectlThroughDoor(t *testing.T, bin, kubeconfig, name string, cm *core
 // node), while node calm's Events and kubectl describe go on.
 func testDoorStorm(t *testing.T, door *frontDoor, kube *framework.KubeAPIServer, stormy, calm, admin doorClient, cm *corev1.ConfigMap) {
 	ctx := context.Background()
-	log := newResponseLog()
+	log := framework.NewResponseLog()
 	config := stormy.config(door, kube)
-	config.Wrap(log.wrap)
+	config.Wrap(log.Wrap)
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	create := func(i int, instance string) error {
-		ev := recorderStyleCoreEvent(doorNamespace, uniqueName("storm"))
+		ev := framework.RecorderStyleCoreEvent(doorNamespace, framework.UniqueName("storm"))
 		ev.Source, ev.ReportingController, ev.ReportingInstance = corev1.EventSource{Component: "kubelet", Host: instance}, "kubelet", instance
 		ev.Message = fmt.Sprintf("storm %d", i)
 		// No client-side retries: each 429 is seen as it comes.
@@ -773,16 +773,16 @@ func testDoorStorm(t *testing.T, door *frontDoor, kube *framework.KubeAPIServer,
 	if !strings.Contains(refusals["user"], `user "system:node:`+stormy.name+`" is over its budget`) {
 		t.Errorf("no refusal of the node itself when it changes reporter names: %q", refusals["user"])
 	}
-	log.mu.Lock()
-	if log.codes[http.StatusTooManyRequests] == 0 || log.noRetryAfter > 0 {
+	log.Mu.Lock()
+	if log.Codes[http.StatusTooManyRequests] == 0 || log.NoRetryAfter > 0 {
 		t.Errorf("429s without Retry-After through the door: %s", log)
 	}
-	log.mu.Unlock()
+	log.Mu.Unlock()
 
 	// Meanwhile the calm node writes, and kubectl describe reads.
 	calmClient := calm.clientset(t, door, kube)
 	for i := range 3 {
-		ev := recorderStyleCoreEvent(doorNamespace, uniqueName("calm"))
+		ev := framework.RecorderStyleCoreEvent(doorNamespace, framework.UniqueName("calm"))
 		ev.InvolvedObject = corev1.ObjectReference{Kind: "ConfigMap", Namespace: doorNamespace, Name: cm.Name, UID: cm.UID, APIVersion: "v1"}
 		ev.Source, ev.ReportingController, ev.ReportingInstance = corev1.EventSource{Component: "kubelet", Host: calm.name}, "kubelet", calm.name
 		ev.Reason = fmt.Sprintf("Calm%d", i)
@@ -807,7 +807,7 @@ func testDoorStorm(t *testing.T, door *frontDoor, kube *framework.KubeAPIServer,
 
 func mustKubectlAt(t *testing.T, kubeconfig string, args ...string) string {
 	t.Helper()
-	stdout, stderr, err := kubectlAt(t, framework.KubectlBinary(t), kubeconfig, nil, args...)
+	stdout, stderr, err := framework.KubectlAt(t, framework.KubectlBinary(t), kubeconfig, nil, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
 	}
@@ -835,7 +835,7 @@ func testDoorWatchAcrossReplicaLoss(t *testing.T, door *frontDoor, kube *framewo
 	seen := map[string]int{}
 	expect := func(name string) {
 		t.Helper()
-		timeout := time.After(pollTimeout)
+		timeout := time.After(framework.PollTimeout)
 		for seen[name] == 0 {
 			select {
 			case e := <-watcher.ResultChan():
@@ -849,7 +849,7 @@ func testDoorWatchAcrossReplicaLoss(t *testing.T, door *frontDoor, kube *framewo
 	}
 	write := func(name string) {
 		t.Helper()
-		ev := recorderStyleCoreEvent(doorNamespace, name)
+		ev := framework.RecorderStyleCoreEvent(doorNamespace, name)
 		// A reporter of its own each, so that the storm budgets (small in
 		// this cluster) never refuse the watch's writes.
 		ev.Source.Host, ev.ReportingInstance = name, name
@@ -863,11 +863,11 @@ func testDoorWatchAcrossReplicaLoss(t *testing.T, door *frontDoor, kube *framewo
 	// The replica that holds the watch is the one to lose: the watch is
 	// then cut for certain, and must resume on the other.
 	var serving *framework.Server
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
 		for _, r := range replicas {
 			config := admin.config(&frontDoor{Door: &testbed.Door{URL: r.URL}}, kube)
 			config.TLSClientConfig.CAData, config.TLSClientConfig.CAFile = nil, r.CACertFile()
-			if metricValue(t, config, "apiserver_longrunning_requests", map[string]string{"resource": "events", "verb": "WATCH"}) > 0 {
+			if framework.MetricValue(t, config, "apiserver_longrunning_requests", map[string]string{"resource": "events", "verb": "WATCH"}) > 0 {
 				serving = r
 			}
 		}
@@ -950,7 +950,7 @@ func webSocketWatchFirstFrame(t *testing.T, door *frontDoor, kube *framework.Kub
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	if err := conn.SetDeadline(time.Now().Add(pollTimeout)); err != nil {
+	if err := conn.SetDeadline(time.Now().Add(framework.PollTimeout)); err != nil {
 		t.Fatal(err)
 	}
 	key := make([]byte, 16)

@@ -1,4 +1,4 @@
-package integration
+package events
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestConversionAcrossAPIs(t *testing.T) {
 	client := server.Client(t)
 	const ns = "conversion"
 
-	oldCore := fullCoreEvent(ns, "old-core")
+	oldCore := framework.FullCoreEvent(ns, "old-core")
 	// A core/v1 Event as tools/record writes it: no eventTime, series,
 	// action or related.
 	oldCore.EventTime = metav1.MicroTime{}
@@ -33,7 +33,7 @@ func TestConversionAcrossAPIs(t *testing.T) {
 	oldCore.Action = ""
 	oldCore.Related = nil
 
-	singleton := fullEventsV1Event(ns, "singleton")
+	singleton := framework.FullEventsV1Event(ns, "singleton")
 	// What tools/events writes first: no series yet.
 	singleton.Series = nil
 
@@ -46,11 +46,11 @@ func TestConversionAcrossAPIs(t *testing.T) {
 		{
 			name: "core/v1 with every field, read as events.k8s.io/v1",
 			write: func(ctx context.Context, c kubernetes.Interface) (*corev1.Event, *eventsv1.Event, error) {
-				created, err := c.CoreV1().Events(ns).Create(ctx, fullCoreEvent(ns, "full-core"), metav1.CreateOptions{})
+				created, err := c.CoreV1().Events(ns).Create(ctx, framework.FullCoreEvent(ns, "full-core"), metav1.CreateOptions{})
 				if err != nil {
 					return nil, nil, err
 				}
-				return created, eventsV1FromCore(created), nil
+				return created, framework.EventsV1FromCore(created), nil
 			},
 		},
 		{
@@ -60,17 +60,17 @@ func TestConversionAcrossAPIs(t *testing.T) {
 				if err != nil {
 					return nil, nil, err
 				}
-				return created, eventsV1FromCore(created), nil
+				return created, framework.EventsV1FromCore(created), nil
 			},
 		},
 		{
 			name: "events.k8s.io/v1 with every field, read as core/v1",
 			write: func(ctx context.Context, c kubernetes.Interface) (*corev1.Event, *eventsv1.Event, error) {
-				created, err := c.EventsV1().Events(ns).Create(ctx, fullEventsV1Event(ns, "full-events"), metav1.CreateOptions{})
+				created, err := c.EventsV1().Events(ns).Create(ctx, framework.FullEventsV1Event(ns, "full-events"), metav1.CreateOptions{})
 				if err != nil {
 					return nil, nil, err
 				}
-				return coreFromEventsV1(created), created, nil
+				return framework.CoreFromEventsV1(created), created, nil
 			},
 		},
 		{
@@ -80,7 +80,7 @@ func TestConversionAcrossAPIs(t *testing.T) {
 				if err != nil {
 					return nil, nil, err
 				}
-				return coreFromEventsV1(created), created, nil
+				return framework.CoreFromEventsV1(created), created, nil
 			},
 		},
 	}

@@ -1,4 +1,4 @@
-package integration
+package events
 
 import (
 	"encoding/json"
@@ -15,10 +15,6 @@ import (
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
-// aggregatedDiscovery is the Accept header of clients that ask for
-// aggregated discovery (KEP-3352), as kubectl and client-go do.
-const aggregatedDiscovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-
 // eventVerbs are the verbs kube-apiserver lists for events in both groups.
 var eventVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
@@ -29,18 +25,18 @@ var eventVerbs = []string{"create", "delete", "deletecollection", "get", "list",
 func TestDiscoveryAndEndpoints(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
-	client := adminRawClient(t, server)
+	client := framework.AdminRawClient(t, server)
 
 	tests := []struct {
 		path   string
 		accept string
-		check  func(t *testing.T, r response)
+		check  func(t *testing.T, r framework.Response)
 	}{
 		{
 			path: "/api",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				var v metav1.APIVersions
-				decodeJSON(t, r, &v)
+				framework.DecodeJSON(t, r, &v)
 				if fmt.Sprint(v.Versions) != "[v1]" {
 					t.Errorf("versions %v, want [v1]", v.Versions)
 				}
@@ -48,15 +44,15 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 		},
 		{
 			path: "/api/v1",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				assertOnlyEvents(t, r, "v1")
 			},
 		},
 		{
 			path: "/apis",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				var l metav1.APIGroupList
-				decodeJSON(t, r, &l)
+				framework.DecodeJSON(t, r, &l)
 				// Our own history group follows the Events group.
 				if len(l.Groups) != 2 || l.Groups[0].Name != "events.k8s.io" ||
 					l.Groups[0].PreferredVersion.GroupVersion != "events.k8s.io/v1" || len(l.Groups[0].Versions) != 1 ||
@@ -67,9 +63,9 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 		},
 		{
 			path: "/apis/events.k8s.io",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				var g metav1.APIGroup
-				decodeJSON(t, r, &g)
+				framework.DecodeJSON(t, r, &g)
 				if g.Name != "events.k8s.io" || g.PreferredVersion.Version != "v1" {
 					t.Errorf("group %+v, want events.k8s.io preferring v1", g)
 				}
@@ -77,33 +73,33 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 		},
 		{
 			path: "/apis/events.k8s.io/v1",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				assertOnlyEvents(t, r, "events.k8s.io/v1")
 			},
 		},
 		{
 			path:   "/api",
-			accept: aggregatedDiscovery,
-			check: func(t *testing.T, r response) {
+			accept: framework.AggregatedDiscovery,
+			check: func(t *testing.T, r framework.Response) {
 				assertAggregatedEvents(t, r, "")
 			},
 		},
 		{
 			path:   "/apis",
-			accept: aggregatedDiscovery,
-			check: func(t *testing.T, r response) {
+			accept: framework.AggregatedDiscovery,
+			check: func(t *testing.T, r framework.Response) {
 				assertAggregatedEvents(t, r, "events.k8s.io")
 			},
 		},
 		{
 			path: "/openapi/v2",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				var doc struct {
 					Swagger     string                     `json:"swagger"`
 					Paths       map[string]json.RawMessage `json:"paths"`
 					Definitions map[string]json.RawMessage `json:"definitions"`
 				}
-				decodeJSON(t, r, &doc)
+				framework.DecodeJSON(t, r, &doc)
 				if doc.Swagger != "2.0" {
 					t.Errorf("swagger %q, want 2.0", doc.Swagger)
 				}
@@ -121,13 +117,13 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 		},
 		{
 			path: "/openapi/v3",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				var index struct {
 					Paths map[string]struct {
 						ServerRelativeURL string `json:"serverRelativeURL"`
 					} `json:"paths"`
 				}
-				decodeJSON(t, r, &index)
+				framework.DecodeJSON(t, r, &index)
 				for gv, schema := range map[string]string{
 					"api/v1":                "io.k8s.api.core.v1.Event",
 					"apis/events.k8s.io/v1": "io.k8s.api.events.v1.Event",
@@ -137,9 +133,9 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 						t.Errorf("/openapi/v3 lists no %s: %v", gv, index.Paths)
 						continue
 					}
-					doc := client.do(t, http.MethodGet, entry.ServerRelativeURL, nil, nil)
-					if doc.code != http.StatusOK {
-						t.Errorf("GET %s: %d", entry.ServerRelativeURL, doc.code)
+					doc := client.Do(t, http.MethodGet, entry.ServerRelativeURL, nil, nil)
+					if doc.Code != http.StatusOK {
+						t.Errorf("GET %s: %d", entry.ServerRelativeURL, doc.Code)
 						continue
 					}
 					var v3 struct {
@@ -148,7 +144,7 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 							Schemas map[string]json.RawMessage `json:"schemas"`
 						} `json:"components"`
 					}
-					decodeJSON(t, doc, &v3)
+					framework.DecodeJSON(t, doc, &v3)
 					if !strings.HasPrefix(v3.OpenAPI, "3.") {
 						t.Errorf("%s: openapi %q, want 3.x", gv, v3.OpenAPI)
 					}
@@ -165,9 +161,9 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 		{path: "/readyz/etcd", check: bodyIs("ok")},
 		{
 			path: "/metrics",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				for _, metric := range []string{"apiserver_request_total", "etcd_request_duration_seconds", "apiserver_storage_objects"} {
-					if !strings.Contains(string(r.body), metric) {
+					if !strings.Contains(string(r.Body), metric) {
 						t.Errorf("/metrics lacks %s", metric)
 					}
 				}
@@ -175,9 +171,9 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 		},
 		{
 			path: "/version",
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r framework.Response) {
 				var v version.Info
-				decodeJSON(t, r, &v)
+				framework.DecodeJSON(t, r, &v)
 				if v.GitVersion == "" || v.Major == "" || v.Minor == "" {
 					t.Errorf("version %+v lacks gitVersion, major or minor", v)
 				}
@@ -194,35 +190,28 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 			if tc.accept != "" {
 				header["Accept"] = tc.accept
 			}
-			r := client.do(t, http.MethodGet, tc.path, nil, header)
-			if r.code != http.StatusOK {
-				t.Fatalf("GET %s: %d, want 200: %.300s", tc.path, r.code, r.body)
+			r := client.Do(t, http.MethodGet, tc.path, nil, header)
+			if r.Code != http.StatusOK {
+				t.Fatalf("GET %s: %d, want 200: %.300s", tc.path, r.Code, r.Body)
 			}
 			tc.check(t, r)
 		})
 	}
 }
 
-func decodeJSON(t *testing.T, r response, into any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, into); err != nil {
-		t.Fatalf("decoding %T: %v: %.300s", into, err, r.body)
-	}
-}
-
-func bodyIs(want string) func(t *testing.T, r response) {
-	return func(t *testing.T, r response) {
-		if got := strings.TrimSpace(string(r.body)); got != want {
+func bodyIs(want string) func(t *testing.T, r framework.Response) {
+	return func(t *testing.T, r framework.Response) {
+		if got := strings.TrimSpace(string(r.Body)); got != want {
 			t.Errorf("body %q, want %q", got, want)
 		}
 	}
 }
 
 // assertOnlyEvents checks an APIResourceList: events and nothing else.
-func assertOnlyEvents(t *testing.T, r response, groupVersion string) {
+func assertOnlyEvents(t *testing.T, r framework.Response, groupVersion string) {
 	t.Helper()
 	var l metav1.APIResourceList
-	decodeJSON(t, r, &l)
+	framework.DecodeJSON(t, r, &l)
 	if l.GroupVersion != groupVersion {
 		t.Errorf("groupVersion %q, want %q", l.GroupVersion, groupVersion)
 	}
@@ -240,13 +229,13 @@ func assertOnlyEvents(t *testing.T, r response, groupVersion string) {
 
 // assertAggregatedEvents checks an aggregated discovery document: one group
 // (the core group has no name) with v1 serving only events.
-func assertAggregatedEvents(t *testing.T, r response, group string) {
+func assertAggregatedEvents(t *testing.T, r framework.Response, group string) {
 	t.Helper()
-	if !strings.Contains(r.contentType, "as=APIGroupDiscoveryList") {
-		t.Errorf("Content-Type %q, want aggregated discovery", r.contentType)
+	if !strings.Contains(r.ContentType, "as=APIGroupDiscoveryList") {
+		t.Errorf("Content-Type %q, want aggregated discovery", r.ContentType)
 	}
 	var l apidiscoveryv2.APIGroupDiscoveryList
-	decodeJSON(t, r, &l)
+	framework.DecodeJSON(t, r, &l)
 	want := []string{group}
 	if group != "" {
 		// Our own history group follows the Events group.

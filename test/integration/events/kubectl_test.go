@@ -1,8 +1,7 @@
-package integration
+package events
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -80,7 +79,7 @@ type: Normal
 // other API with typed clients.
 func TestKubectl(t *testing.T) {
 	t.Parallel()
-	kubectlBinary(t) // skip early without kubectl
+	framework.PreinstalledKubectl(t) // skip early without kubectl
 	server := framework.StartServer(t, framework.ServerOptions{})
 	client := server.Client(t)
 	kc := server.Kubeconfig
@@ -96,7 +95,7 @@ func TestKubectl(t *testing.T) {
 	}
 
 	t.Run("api-resources", func(t *testing.T) {
-		out := mustKubectl(t, kc, "api-resources", "--no-headers")
+		out := framework.MustKubectl(t, kc, "api-resources", "--no-headers")
 		want := map[string]bool{
 			"events ev v1 true Event":               false,
 			"events ev events.k8s.io/v1 true Event": false,
@@ -122,7 +121,7 @@ func TestKubectl(t *testing.T) {
 	})
 
 	t.Run("create core/v1 and read as events.k8s.io/v1", func(t *testing.T) {
-		out := mustKubectl(t, kc, "create", "-f", writeFile(t, "core.yaml", coreEventYAML))
+		out := framework.MustKubectl(t, kc, "create", "-f", framework.WriteFile(t, "core.yaml", coreEventYAML))
 		if got, want := strings.TrimSpace(out), "event/web-0.backoff created"; got != want {
 			t.Errorf("kubectl create said %q, want %q", got, want)
 		}
@@ -130,13 +129,13 @@ func TestKubectl(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := eventsV1FromCore(&coreWant)
+		want := framework.EventsV1FromCore(&coreWant)
 		want.ObjectMeta = got.ObjectMeta
 		assertSameEventsV1Event(t, "kubectl-created core/v1 Event", want, got)
 	})
 
 	t.Run("create events.k8s.io/v1 and read as core/v1", func(t *testing.T) {
-		out := mustKubectl(t, kc, "create", "-f", writeFile(t, "events.yaml", eventsV1EventYAML))
+		out := framework.MustKubectl(t, kc, "create", "-f", framework.WriteFile(t, "events.yaml", eventsV1EventYAML))
 		if got, want := strings.TrimSpace(out), "event.events.k8s.io/web-1.scheduled created"; got != want {
 			t.Errorf("kubectl create said %q, want %q", got, want)
 		}
@@ -144,16 +143,16 @@ func TestKubectl(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := coreFromEventsV1(&eventsWant)
+		want := framework.CoreFromEventsV1(&eventsWant)
 		want.ObjectMeta = got.ObjectMeta
 		assertSameCoreEvent(t, "kubectl-created events.k8s.io/v1 Event", want, got)
 	})
 
 	t.Run("get events -A", func(t *testing.T) {
-		out := mustKubectl(t, kc, "get", "events", "-A")
-		rows := parseTable(t, out)
+		out := framework.MustKubectl(t, kc, "get", "events", "-A")
+		rows := framework.ParseTable(t, out)
 		wantHeaders := []string{"NAMESPACE", "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}
-		assertHeaders(t, out, wantHeaders)
+		framework.AssertHeaders(t, out, wantHeaders)
 		assertRow(t, rows, "OBJECT", "pod/web-0", map[string]string{
 			"NAMESPACE": kubectlNamespace, "TYPE": "Warning", "REASON": "BackOff",
 			"MESSAGE": "Back-off restarting failed container web",
@@ -165,7 +164,7 @@ func TestKubectl(t *testing.T) {
 	})
 
 	t.Run("get events.v1.events.k8s.io -o yaml", func(t *testing.T) {
-		out := mustKubectl(t, kc, "get", "events.v1.events.k8s.io", "-n", kubectlNamespace, "-o", "yaml")
+		out := framework.MustKubectl(t, kc, "get", "events.v1.events.k8s.io", "-n", kubectlNamespace, "-o", "yaml")
 		var list struct {
 			Kind  string           `json:"kind"`
 			Items []eventsv1.Event `json:"items"`
@@ -184,7 +183,7 @@ func TestKubectl(t *testing.T) {
 		if !ok {
 			t.Fatalf("-o yaml lacks %s:\n%s", coreWant.Name, out)
 		}
-		want := eventsV1FromCore(&coreWant)
+		want := framework.EventsV1FromCore(&coreWant)
 		want.ObjectMeta = core.ObjectMeta
 		assertSameEventsV1Event(t, "-o yaml of the core/v1 Event", want, &core)
 		for _, field := range []string{"regarding:", "note:", "deprecatedSource:", "deprecatedCount: 7", "deprecatedFirstTimestamp:"} {
@@ -195,7 +194,7 @@ func TestKubectl(t *testing.T) {
 	})
 
 	t.Run("describe events", func(t *testing.T) {
-		out := mustKubectl(t, kc, "describe", "events", coreWant.Name, "-n", kubectlNamespace)
+		out := framework.MustKubectl(t, kc, "describe", "events", coreWant.Name, "-n", kubectlNamespace)
 		for _, want := range []string{
 			"Name:", coreWant.Name,
 			"Namespace:", kubectlNamespace,
@@ -245,7 +244,7 @@ func TestKubectl(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				out := mustKubectl(t, kc, tc.args...)
+				out := framework.MustKubectl(t, kc, tc.args...)
 				for _, want := range tc.want {
 					if !strings.Contains(out, want) {
 						t.Errorf("kubectl %s lacks %q:\n%s", strings.Join(tc.args, " "), want, out)
@@ -295,7 +294,7 @@ func TestKubectl(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				args := append([]string{"patch", "events", coreWant.Name, "-n", kubectlNamespace}, tc.args...)
-				out := mustKubectl(t, kc, args...)
+				out := framework.MustKubectl(t, kc, args...)
 				if !strings.Contains(out, "event/"+coreWant.Name+" patched") {
 					t.Errorf("kubectl patch said %q", out)
 				}
@@ -311,7 +310,7 @@ func TestKubectl(t *testing.T) {
 	t.Run("edit", func(t *testing.T) {
 		// kubectl edit runs $KUBE_EDITOR on a temp file and sends the
 		// difference as a strategic merge patch.
-		stdout, stderr, err := kubectlWithEnv(t, kc, []string{`KUBE_EDITOR=sed -i -e 's/^message: .*/message: edited in an editor/'`},
+		stdout, stderr, err := framework.KubectlWithEnv(t, kc, []string{`KUBE_EDITOR=sed -i -e 's/^message: .*/message: edited in an editor/'`},
 			"edit", "events", coreWant.Name, "-n", kubectlNamespace)
 		if err != nil {
 			t.Fatalf("kubectl edit: %v\n%s\n%s", err, stdout, stderr)
@@ -327,10 +326,10 @@ func TestKubectl(t *testing.T) {
 
 	t.Run("apply --server-side", func(t *testing.T) {
 		applied := strings.ReplaceAll(coreEventYAML, "web-0.backoff", "web-0.applied")
-		mustKubectl(t, kc, "apply", "--server-side", "-f", writeFile(t, "apply.yaml", applied))
+		framework.MustKubectl(t, kc, "apply", "--server-side", "-f", framework.WriteFile(t, "apply.yaml", applied))
 		// A second apply with a changed message updates the same object.
 		applied = strings.ReplaceAll(applied, "Back-off restarting failed container web", "applied again")
-		out := mustKubectl(t, kc, "apply", "--server-side", "-f", writeFile(t, "apply2.yaml", applied))
+		out := framework.MustKubectl(t, kc, "apply", "--server-side", "-f", framework.WriteFile(t, "apply2.yaml", applied))
 		if !strings.Contains(out, "event/web-0.applied serverside-applied") {
 			t.Errorf("kubectl apply said %q", out)
 		}
@@ -354,7 +353,7 @@ func TestKubectl(t *testing.T) {
 
 		// events.k8s.io/v1 through apply creates too.
 		eventsApplied := strings.ReplaceAll(eventsV1EventYAML, "web-1.scheduled", "web-1.applied")
-		mustKubectl(t, kc, "apply", "--server-side", "-f", writeFile(t, "apply3.yaml", eventsApplied))
+		framework.MustKubectl(t, kc, "apply", "--server-side", "-f", framework.WriteFile(t, "apply3.yaml", eventsApplied))
 		core, err := client.CoreV1().Events(kubectlNamespace).Get(ctx, "web-1.applied", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -365,13 +364,13 @@ func TestKubectl(t *testing.T) {
 	})
 
 	t.Run("table columns", func(t *testing.T) {
-		out := mustKubectl(t, kc, "get", "events", "-n", kubectlNamespace)
-		assertHeaders(t, out, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"})
+		out := framework.MustKubectl(t, kc, "get", "events", "-n", kubectlNamespace)
+		framework.AssertHeaders(t, out, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"})
 
-		out = mustKubectl(t, kc, "get", "events.events.k8s.io", "-n", kubectlNamespace, "-o", "wide")
-		assertHeaders(t, out, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
+		out = framework.MustKubectl(t, kc, "get", "events.events.k8s.io", "-n", kubectlNamespace, "-o", "wide")
+		framework.AssertHeaders(t, out, []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
 			"MESSAGE", "FIRST SEEN", "COUNT", "NAME"})
-		rows := parseTable(t, out)
+		rows := framework.ParseTable(t, out)
 		assertRow(t, rows, "NAME", coreWant.Name, map[string]string{
 			"TYPE":      "Warning",
 			"REASON":    "CrashLoop",
@@ -408,7 +407,7 @@ func TestKubectl(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.resource, func(t *testing.T) {
-				out := mustKubectl(t, kc, "delete", tc.resource, tc.name, "-n", kubectlNamespace)
+				out := framework.MustKubectl(t, kc, "delete", tc.resource, tc.name, "-n", kubectlNamespace)
 				if !strings.Contains(out, tc.said) {
 					t.Errorf("kubectl delete said %q, want %q", out, tc.said)
 				}
@@ -427,57 +426,6 @@ func assertGone(t *testing.T, client kubernetes.Interface, namespace, name strin
 	}
 	if _, err := client.EventsV1().Events(namespace).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("events.k8s.io/v1 GET %s after delete: %v, want NotFound", name, err)
-	}
-}
-
-// parseTable splits kubectl's column output by the header's column starts
-// (a column starts after two or more spaces; "LAST SEEN" has one).
-func parseTable(t *testing.T, out string) []map[string]string {
-	t.Helper()
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) == 0 || lines[0] == "" {
-		t.Fatalf("no table in kubectl output %q", out)
-	}
-	header := lines[0]
-	var starts []int
-	for i := 0; i < len(header); i++ {
-		if header[i] != ' ' && (i == 0 || (i >= 2 && header[i-1] == ' ' && header[i-2] == ' ')) {
-			starts = append(starts, i)
-		}
-	}
-	cell := func(line string, k int) string {
-		from, to := starts[k], len(line)
-		if k+1 < len(starts) && starts[k+1] < len(line) {
-			to = starts[k+1]
-		}
-		if from >= len(line) {
-			return ""
-		}
-		return strings.TrimSpace(line[from:to])
-	}
-	var rows []map[string]string
-	for _, line := range lines[1:] {
-		row := map[string]string{}
-		for k := range starts {
-			row[cell(header, k)] = cell(line, k)
-		}
-		rows = append(rows, row)
-	}
-	return rows
-}
-
-// assertHeaders checks the header line's column names, in order.
-func assertHeaders(t *testing.T, out string, want []string) {
-	t.Helper()
-	header := strings.SplitN(out, "\n", 2)[0]
-	var got []string
-	for _, f := range strings.Split(header, "  ") {
-		if f = strings.TrimSpace(f); f != "" {
-			got = append(got, f)
-		}
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("columns = %q, want %q\n%s", got, want, out)
 	}
 }
 

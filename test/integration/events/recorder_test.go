@@ -1,4 +1,4 @@
-package integration
+package events
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (s *sinkCalls) add(call string, err error) {
 // a write before the recorder's call has returned to it.
 func (s *sinkCalls) waitCalls(ctx context.Context, t *testing.T, n int) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
 		calls, _ := s.snapshot()
 		return len(calls) >= n, nil
 	})
@@ -94,7 +94,7 @@ func (s *recordSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) 
 
 func testRecordRecorder(t *testing.T, client kubernetes.Interface) {
 	const ns = "record"
-	ctx := pollCtx(t)
+	ctx := framework.PollCtx(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "crashing", Namespace: ns, UID: "uid-crashing"}}
 
 	sink := &recordSink{sink: &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}}
@@ -107,7 +107,7 @@ func testRecordRecorder(t *testing.T, client kubernetes.Interface) {
 	stored := func(n int32) *corev1.Event {
 		t.Helper()
 		var got *corev1.Event
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(ctx context.Context) (bool, error) {
 			list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=uid-crashing"})
 			if err != nil {
 				return false, err
@@ -181,7 +181,7 @@ func testRecordRecorder(t *testing.T, client kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertSameEventsV1Event(t, "recorded Event through events.k8s.io/v1", eventsV1FromCore(last), ev)
+	assertSameEventsV1Event(t, "recorded Event through events.k8s.io/v1", framework.EventsV1FromCore(last), ev)
 }
 
 // eventsSink is tools/events' EventSinkImpl with every call recorded.
@@ -210,7 +210,7 @@ func (s *eventsSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) 
 
 func testEventsRecorder(t *testing.T, client kubernetes.Interface) {
 	const ns = "events"
-	ctx := pollCtx(t)
+	ctx := framework.PollCtx(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pending", Namespace: ns, UID: types.UID("uid-pending")}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: types.UID("uid-node-1")}}
 
@@ -232,7 +232,7 @@ func testEventsRecorder(t *testing.T, client kubernetes.Interface) {
 	stored := func(what string, done func(*eventsv1.Event) bool) *eventsv1.Event {
 		t.Helper()
 		var got *eventsv1.Event
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(ctx context.Context) (bool, error) {
 			list, err := client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.uid=uid-pending"})
 			if err != nil {
 				return false, err
@@ -342,5 +342,5 @@ func testEventsRecorder(t *testing.T, client kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertSameCoreEvent(t, "recorded Event through core/v1", coreFromEventsV1(third), core)
+	assertSameCoreEvent(t, "recorded Event through core/v1", framework.CoreFromEventsV1(third), core)
 }

@@ -1,4 +1,4 @@
-package integration
+package events
 
 import (
 	"context"
@@ -25,12 +25,12 @@ func TestRestartKeepsEvents(t *testing.T) {
 	var coreBefore []corev1.Event
 	var eventsBefore []eventsv1.Event
 	for _, name := range []string{"a", "b", "c"} {
-		e, err := client.CoreV1().Events(ns).Create(ctx, fullCoreEvent(ns, "core-"+name), metav1.CreateOptions{})
+		e, err := client.CoreV1().Events(ns).Create(ctx, framework.FullCoreEvent(ns, "core-"+name), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		coreBefore = append(coreBefore, *e)
-		ev, err := client.EventsV1().Events(ns).Create(ctx, fullEventsV1Event(ns, "events-"+name), metav1.CreateOptions{})
+		ev, err := client.EventsV1().Events(ns).Create(ctx, framework.FullEventsV1Event(ns, "events-"+name), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestRestartKeepsEvents(t *testing.T) {
 		t.Errorf("list after restart has %d Events, want %d", got, want)
 	}
 	// The server still writes after the restart.
-	if _, err := client.CoreV1().Events(ns).Create(ctx, fullCoreEvent(ns, "after"), metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Events(ns).Create(ctx, framework.FullCoreEvent(ns, "after"), metav1.CreateOptions{}); err != nil {
 		t.Errorf("create after restart: %v", err)
 	}
 }

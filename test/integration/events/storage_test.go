@@ -1,4 +1,4 @@
-package integration
+package events
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestStorageLayout(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{EmbeddedEtcdPort: framework.FreePort(t)})
 	client := server.Client(t)
-	etcd := etcdClient(t, server.EtcdURL)
+	etcd := framework.EtcdClient(t, server.EtcdURL)
 	const ns = "storage"
 
 	if got, want := leaseGrantSeconds(time.Hour), int64(3660); got != want {
@@ -59,17 +59,17 @@ func TestStorageLayout(t *testing.T) {
 		{
 			name: "core/v1",
 			create: func(ctx context.Context) (*corev1.Event, error) {
-				return client.CoreV1().Events(ns).Create(ctx, fullCoreEvent(ns, "from-core"), metav1.CreateOptions{})
+				return client.CoreV1().Events(ns).Create(ctx, framework.FullCoreEvent(ns, "from-core"), metav1.CreateOptions{})
 			},
 		},
 		{
 			name: "events.k8s.io/v1",
 			create: func(ctx context.Context) (*corev1.Event, error) {
-				created, err := client.EventsV1().Events(ns).Create(ctx, fullEventsV1Event(ns, "from-events"), metav1.CreateOptions{})
+				created, err := client.EventsV1().Events(ns).Create(ctx, framework.FullEventsV1Event(ns, "from-events"), metav1.CreateOptions{})
 				if err != nil {
 					return nil, err
 				}
-				return coreFromEventsV1(created), nil
+				return framework.CoreFromEventsV1(created), nil
 			},
 		},
 	}
@@ -86,7 +86,7 @@ func TestStorageLayout(t *testing.T) {
 				t.Fatalf("etcd has no key %s", key)
 			}
 			if !bytes.HasPrefix(kv.Value, protobufPrefix) {
-				t.Fatalf("value of %s does not start with %q: %q", key, protobufPrefix, truncate(kv.Value, 64))
+				t.Fatalf("value of %s does not start with %q: %q", key, protobufPrefix, framework.Truncate(kv.Value, 64))
 			}
 			stored := decodeStoredEvent(t, kv.Value)
 			// Storage drops the resourceVersion; etcd's mod revision is it.
@@ -145,7 +145,7 @@ func TestEventTTL(t *testing.T) {
 		EventTTL:         ttl,
 	})
 	client := server.Client(t)
-	etcd := etcdClient(t, server.EtcdURL)
+	etcd := framework.EtcdClient(t, server.EtcdURL)
 	const ns = "ttl"
 
 	tests := []struct {
@@ -155,7 +155,7 @@ func TestEventTTL(t *testing.T) {
 		{
 			name: "core/v1",
 			create: func(ctx context.Context, name string) (string, error) {
-				e, err := client.CoreV1().Events(ns).Create(ctx, fullCoreEvent(ns, name), metav1.CreateOptions{})
+				e, err := client.CoreV1().Events(ns).Create(ctx, framework.FullCoreEvent(ns, name), metav1.CreateOptions{})
 				if err != nil {
 					return "", err
 				}
@@ -165,7 +165,7 @@ func TestEventTTL(t *testing.T) {
 		{
 			name: "events.k8s.io/v1",
 			create: func(ctx context.Context, name string) (string, error) {
-				e, err := client.EventsV1().Events(ns).Create(ctx, fullEventsV1Event(ns, name), metav1.CreateOptions{})
+				e, err := client.EventsV1().Events(ns).Create(ctx, framework.FullEventsV1Event(ns, name), metav1.CreateOptions{})
 				if err != nil {
 					return "", err
 				}
@@ -178,8 +178,8 @@ func TestEventTTL(t *testing.T) {
 			t.Parallel() // each waits out the TTL
 			// Its own deadline: parallel subtests start only when a slot
 			// of go test -parallel is free, maybe long after the parent's.
-			ctx := pollCtx(t)
-			name := uniqueName("expiring")
+			ctx := framework.PollCtx(t)
+			name := framework.UniqueName("expiring")
 			// Watch both APIs from before the create.
 			list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -313,20 +313,6 @@ func listNames(ctx context.Context, client kubernetes.Interface, api, ns string)
 	return names, nil
 }
 
-// etcdClient connects to the server's embedded etcd.
-func etcdClient(t *testing.T, url string) *clientv3.Client {
-	t.Helper()
-	if url == "" {
-		t.Fatal("server has no etcd URL: start it with EmbeddedEtcdPort")
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // storedKey is one etcd key's value and metadata.
 type storedKey struct {
 	Value       []byte
@@ -370,11 +356,4 @@ func decodeStoredEvent(t *testing.T, value []byte) *corev1.Event {
 		t.Fatalf("stored value decodes to %T, want *v1.Event", obj)
 	}
 	return event
-}
-
-func truncate(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
 }

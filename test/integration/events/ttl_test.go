@@ -1,4 +1,4 @@
-package integration
+package events
 
 import (
 	"bytes"
@@ -68,9 +68,9 @@ func TestEventTTLRules(t *testing.T) {
 		ExtraArgs:        []string{"--event-ttl-rule=type=Warning:10s", "--event-ttl-rule=type=Normal:3s"},
 	})
 	client := server.Client(t)
-	etcd := etcdClient(t, server.EtcdURL)
+	etcd := framework.EtcdClient(t, server.EtcdURL)
 	const ns = "ttl-rules"
-	ctx := pollCtx(t)
+	ctx := framework.PollCtx(t)
 
 	list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -101,7 +101,7 @@ func TestEventTTLRules(t *testing.T) {
 	}
 	coreEvent := func(name, typ string) func() error {
 		return func() error {
-			e := fullCoreEvent(ns, name)
+			e := framework.FullCoreEvent(ns, name)
 			e.Type = typ
 			_, err := client.CoreV1().Events(ns).Create(ctx, e, metav1.CreateOptions{})
 			return err
@@ -109,7 +109,7 @@ func TestEventTTLRules(t *testing.T) {
 	}
 	eventsEvent := func(name, typ string) func() error {
 		return func() error {
-			e := fullEventsV1Event(ns, name)
+			e := framework.FullEventsV1Event(ns, name)
 			e.Type = typ
 			_, err := client.EventsV1().Events(ns).Create(ctx, e, metav1.CreateOptions{})
 			return err
@@ -138,7 +138,7 @@ func TestEventTTLRules(t *testing.T) {
 
 	waitGone := func(names ...string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, warningTTL+pollTimeout, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, warningTTL+framework.PollTimeout, true, func(context.Context) (bool, error) {
 			for _, name := range names {
 				for _, d := range seen {
 					if _, ok := d.get(name); !ok {
@@ -215,7 +215,7 @@ func TestEventTTLRules(t *testing.T) {
 // (plus the lease manager's reuse margin).
 func assertLeaseTTL(t *testing.T, etcd *clientv3.Client, ns, name string, ttl time.Duration) {
 	t.Helper()
-	kv := getKey(t, etcd, etcdEventKey(ns, name))
+	kv := getKey(t, etcd, framework.EtcdEventKey(ns, name))
 	if kv == nil || kv.Lease == 0 {
 		t.Fatalf("key of %s missing or without a lease: %+v", name, kv)
 	}
@@ -244,10 +244,10 @@ func TestEventTTLRulesLeases(t *testing.T) {
 			// Writes as fast as the machine allows, from two reporters.
 			"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0", "--event-rate-limit-global-qps=0"},
 	})
-	client := fsClient(t, server.Config(t))
-	etcd := etcdClient(t, server.EtcdURL)
+	client := framework.UnthrottledClient(t, server.Config(t))
+	etcd := framework.EtcdClient(t, server.EtcdURL)
 	const ns = "ttl-leases"
-	ctx := pollCtx(t)
+	ctx := framework.PollCtx(t)
 
 	before, err := etcd.Leases(ctx)
 	if err != nil {
@@ -310,7 +310,7 @@ func TestEventTTLRulesLeases(t *testing.T) {
 	}
 	metrics := map[string]float64{}
 	for typ, ttl := range ttls {
-		metrics[typ] = metricValue(t, server.Config(t), "event_apiserver_ttl_lease_grants_total", map[string]string{"ttl": ttl.String()})
+		metrics[typ] = framework.MetricValue(t, server.Config(t), "event_apiserver_ttl_lease_grants_total", map[string]string{"ttl": ttl.String()})
 	}
 	t.Logf("%d writes (%d creates, %d series PATCHes, Warning and Normal interleaved) in %v: %d live leases by granted TTL %v; "+
 		"grants counted by the server: Warning %v, Normal %v",
@@ -332,7 +332,7 @@ func TestEventTTLRulesLeases(t *testing.T) {
 	}
 
 	// Every Event's lease is its class's.
-	resp, err := etcd.Get(ctx, etcdEventKey(ns, ""), clientv3.WithPrefix())
+	resp, err := etcd.Get(ctx, framework.EtcdEventKey(ns, ""), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,12 +367,12 @@ func ttlWrite(ctx context.Context, client kubernetes.Interface, ns string, i, cr
 	}
 	name := fmt.Sprintf("lease-%d", i)
 	if i%4 < 2 {
-		e := fullCoreEvent(ns, name)
+		e := framework.FullCoreEvent(ns, name)
 		e.Type = typeOf(i)
 		_, err := client.CoreV1().Events(ns).Create(ctx, e, metav1.CreateOptions{})
 		return err
 	}
-	e := fullEventsV1Event(ns, name)
+	e := framework.FullEventsV1Event(ns, name)
 	e.Type = typeOf(i)
 	_, err := client.EventsV1().Events(ns).Create(ctx, e, metav1.CreateOptions{})
 	return err
@@ -402,7 +402,7 @@ func TestEventTTLRulesRefused(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), framework.PollTimeout)
 			defer cancel()
 			dataDir := t.TempDir()
 			cmd := exec.CommandContext(ctx, bin, append([]string{"--data-dir=" + dataDir, "--secure-port=0"}, tc.args...)...)

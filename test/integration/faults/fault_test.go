@@ -1,4 +1,4 @@
-package integration
+package faults
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ type createOutcome struct {
 // faultWriter creates Events with raw requests, one after another, and
 // keeps every outcome.
 type faultWriter struct {
-	client *rawClient
+	client *framework.RawClient
 	prefix string
 
 	mu       sync.Mutex
@@ -67,7 +67,7 @@ func (w *faultWriter) run(ctx context.Context) {
 }
 
 func (w *faultWriter) create(name string) createOutcome {
-	body := coreBody(name, func(m map[string]any) {
+	body := framework.CoreBody(name, func(m map[string]any) {
 		m["metadata"] = map[string]any{"name": name, "namespace": "fault"}
 		m["involvedObject"] = map[string]any{"kind": "Pod", "name": name, "namespace": "fault", "apiVersion": "v1"}
 	})
@@ -84,19 +84,19 @@ func (w *faultWriter) create(name string) createOutcome {
 // connection. A request that waits for a dead etcd shows as one of those.
 // The client waits longer than the server may take, so that a hang shows as
 // a long request, not as a client timeout.
-func send(c *rawClient, method, path string, body []byte, success int) createOutcome {
+func send(c *framework.RawClient, method, path string, body []byte, success int) createOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*faultRequestTimeout)
 	defer cancel()
 	o := createOutcome{name: path, started: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, bytes.NewReader(body))
 	if err != nil {
 		panic(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if body != nil {
-		req.Header.Set("Content-Type", contentJSON)
+		req.Header.Set("Content-Type", framework.ContentJSON)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		o.message = err.Error()
 	} else {
@@ -114,13 +114,13 @@ func send(c *rawClient, method, path string, body []byte, success int) createOut
 
 // withoutRetries is c on HTTP/1.1 without keep-alive: a fresh connection per
 // request, so that no failed GET is retried by the transport.
-func withoutRetries(c *rawClient) *rawClient {
-	tr := c.client.Transport.(*http.Transport).Clone()
+func withoutRetries(c *framework.RawClient) *framework.RawClient {
+	tr := c.HTTP.Transport.(*http.Transport).Clone()
 	tr.DisableKeepAlives = true
 	tr.ForceAttemptHTTP2 = false
 	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
-	return &rawClient{baseURL: c.baseURL, token: c.token, client: &http.Client{Transport: tr}}
+	return &framework.RawClient{BaseURL: c.BaseURL, Token: c.Token, HTTP: &http.Client{Transport: tr}}
 }
 
 // failureStatus reads a failure Status. The generic server's timeout filter
@@ -129,7 +129,7 @@ func withoutRetries(c *rawClient) *rawClient {
 func failureStatus(data []byte) (metav1.StatusReason, string) {
 	var s metav1.Status
 	if err := json.Unmarshal(data, &s); err != nil || s.Status != metav1.StatusFailure || s.Code == 0 {
-		return "", "not a Status: " + string(truncate(data, 200))
+		return "", "not a Status: " + string(framework.Truncate(data, 200))
 	}
 	return s.Reason, s.Message
 }
@@ -152,11 +152,11 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 			"--event-rate-limit-qps=0", "--event-rate-limit-global-qps=0",
 		},
 	})
-	pid, err := findServerPID(server.DataDir)
+	pid, err := framework.FindServerPID(server.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := adminRawClient(t, server)
+	admin := framework.AdminRawClient(t, server)
 
 	// The server must never exit or be replaced.
 	var died atomic.Value
@@ -170,7 +170,7 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 				died.Store("process exited")
 				return
 			}
-			if p, err := findServerPID(server.DataDir); err != nil || p != pid {
+			if p, err := framework.FindServerPID(server.DataDir); err != nil || p != pid {
 				died.Store(fmt.Sprintf("pid %d is now %d (%v)", pid, p, err))
 				return
 			}
@@ -202,13 +202,13 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 	}
 	waitFor := func(what string, timeout time.Duration, cond func() bool) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(context.Background(), pollInterval, timeout, true,
+		err := wait.PollUntilContextTimeout(context.Background(), framework.PollInterval, timeout, true,
 			func(context.Context) (bool, error) { return cond(), nil })
 		if err != nil {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 	}
-	waitFor("creates before the fault", pollTimeout, func() bool { return created() >= 50 })
+	waitFor("creates before the fault", framework.PollTimeout, func() bool { return created() >= 50 })
 
 	before := created()
 	killedAt := time.Now()
@@ -220,21 +220,21 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 	// /readyz names etcd while it is down. /livez fails too (the generic
 	// server puts its etcd check in all three); a liveness probe must use
 	// /livez?exclude=etcd, or it restarts the server for nothing.
-	waitFor("/readyz to fail on etcd", pollTimeout, func() bool {
-		r := admin.do(t, http.MethodGet, "/readyz?verbose", nil, nil)
-		return r.code == http.StatusInternalServerError && strings.Contains(string(r.body), "[-]etcd-readiness failed")
+	waitFor("/readyz to fail on etcd", framework.PollTimeout, func() bool {
+		r := admin.Do(t, http.MethodGet, "/readyz?verbose", nil, nil)
+		return r.Code == http.StatusInternalServerError && strings.Contains(string(r.Body), "[-]etcd-readiness failed")
 	})
 	t.Logf("/readyz failed on etcd %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	// Once the etcd gate's probe has seen etcd fail twice (a few seconds,
 	// about when /readyz fails), what needs etcd is refused at once with 503
 	// instead of waiting for the request timeout, which would end in 504.
 	probe := &faultWriter{client: admin, prefix: "probe"}
-	waitFor("the etcd gate to close", pollTimeout, func() bool {
-		return probe.create(uniqueName("probe")).code == http.StatusServiceUnavailable
+	waitFor("the etcd gate to close", framework.PollTimeout, func() bool {
+		return probe.create(framework.UniqueName("probe")).code == http.StatusServiceUnavailable
 	})
 	t.Logf("writes refused with 503 %v after the kill", time.Since(killedAt).Round(time.Millisecond))
-	if r := admin.do(t, http.MethodGet, "/livez?exclude=etcd", nil, nil); r.code != http.StatusOK {
-		t.Errorf("/livez?exclude=etcd during the outage: %d %s", r.code, r.body)
+	if r := admin.Do(t, http.MethodGet, "/livez?exclude=etcd", nil, nil); r.Code != http.StatusOK {
+		t.Errorf("/livez?exclude=etcd during the outage: %d %s", r.Code, r.Body)
 	}
 	// Each request on a connection of its own: Go's transport sends a
 	// failed GET again on its own, which would hide what one request got.
@@ -265,7 +265,7 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 			t.Errorf("during the outage, %s: 503 %q without Retry-After %q", c.what, o.reason, o.retryAfter)
 		}
 	}
-	if got := metricValue(t, server.Config(t), "event_apiserver_etcd_available", nil); got != 0 {
+	if got := framework.MetricValue(t, server.Config(t), "event_apiserver_etcd_available", nil); got != 0 {
 		t.Errorf("event_apiserver_etcd_available is %v during the outage, want 0", got)
 	}
 	// Longer than the request timeout: nothing may wait for etcd that long.
@@ -281,10 +281,10 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 	waitFor("creates after the fault", 3*time.Minute, func() bool { return created() > duringOutage })
 	t.Logf("creates succeed again %v after etcd restarted", time.Since(restartedAt).Round(time.Millisecond))
 	waitFor("/readyz after etcd is back", 3*time.Minute, func() bool {
-		return admin.do(t, http.MethodGet, "/readyz", nil, nil).code == http.StatusOK
+		return admin.Do(t, http.MethodGet, "/readyz", nil, nil).Code == http.StatusOK
 	})
 	t.Logf("/readyz ok %v after etcd restarted", time.Since(restartedAt).Round(time.Millisecond))
-	if got := metricValue(t, server.Config(t), "event_apiserver_etcd_available", nil); got != 1 {
+	if got := framework.MetricValue(t, server.Config(t), "event_apiserver_etcd_available", nil); got != 1 {
 		t.Errorf("event_apiserver_etcd_available is %v after etcd is back, want 1", got)
 	}
 	waitFor("creates after the fault", time.Minute, func() bool { return created() >= duringOutage+50 })
@@ -310,11 +310,11 @@ func TestEtcdKilledUnderLoad(t *testing.T) {
 			}
 			if o.code == http.StatusCreated {
 				acknowledged++
-				r := admin.do(t, http.MethodGet, "/api/v1/namespaces/fault/events/"+o.name, nil, nil)
-				if r.code == http.StatusOK {
+				r := admin.Do(t, http.MethodGet, "/api/v1/namespaces/fault/events/"+o.name, nil, nil)
+				if r.Code == http.StatusOK {
 					readable++
 				} else {
-					t.Errorf("create %s was acknowledged, GET answers %d %s", o.name, r.code, r.body)
+					t.Errorf("create %s was acknowledged, GET answers %d %s", o.name, r.Code, r.Body)
 				}
 				continue
 			}

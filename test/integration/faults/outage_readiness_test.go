@@ -1,4 +1,4 @@
-package integration
+package faults
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 func deploymentProbes(t *testing.T) (readiness, liveness, startup string, startupBudget time.Duration) {
 	t.Helper()
 	deploy := &appsv1.Deployment{}
-	fromUnstructured(t, findObject(t, splitManifests(t, renderOverlay(t, "overlays/aggregated")), "Deployment", "event-apiserver"), deploy)
+	framework.FromUnstructured(t, framework.FindObject(t, framework.SplitManifests(t, framework.RenderOverlay(t, "overlays/aggregated")), "Deployment", "event-apiserver"), deploy)
 	c := deploy.Spec.Template.Spec.Containers[0]
 	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
 		if p == nil || p.HTTPGet == nil {
@@ -68,25 +68,25 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 			t.Errorf("the server's start logged abandoned etcd dials:\n%s", s.Process().Tail(40))
 		}
 	}
-	admin := adminRawClient(t, steady)
+	admin := framework.AdminRawClient(t, steady)
 	client := steady.Client(t)
 
-	ns := uniqueName("outage")
+	ns := framework.UniqueName("outage")
 	for i := range 3 {
-		if _, err := client.CoreV1().Events(ns).Create(ctx, recorderStyleCoreEvent(ns, fmt.Sprintf("before-%d", i)), metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Events(ns).Create(ctx, framework.RecorderStyleCoreEvent(ns, fmt.Sprintf("before-%d", i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	recordsPath := "/apis/history.eventapiserver.io/v1alpha1/namespaces/" + ns + "/eventrecords"
-	countRecords := func(c *rawClient) (int, response) {
-		r := c.do(t, http.MethodGet, recordsPath, nil, nil)
+	countRecords := func(c *framework.RawClient) (int, framework.Response) {
+		r := c.Do(t, http.MethodGet, recordsPath, nil, nil)
 		var list historyv1alpha1.EventRecordList
-		if r.code != http.StatusOK || json.Unmarshal(r.body, &list) != nil {
+		if r.Code != http.StatusOK || json.Unmarshal(r.Body, &list) != nil {
 			return -1, r
 		}
 		return len(list.Items), r
 	}
-	if err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
 		n, _ := countRecords(admin)
 		return n == 3, nil
 	}); err != nil {
@@ -105,52 +105,52 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 	}
 
 	// A probe as the kubelet's: a refused connection is a failure, not an error.
-	probe := func(c *rawClient, path string) response {
+	probe := func(c *framework.RawClient, path string) framework.Response {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		resp, err := c.client.Do(req)
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+		resp, err := c.HTTP.Do(req)
 		if err != nil {
-			return response{body: []byte(err.Error())}
+			return framework.Response{Body: []byte(err.Error())}
 		}
 		defer func() { _ = resp.Body.Close() }()
 		body, _ := io.ReadAll(resp.Body)
-		return response{code: resp.StatusCode, body: body}
+		return framework.Response{Code: resp.StatusCode, Body: body}
 	}
-	if r := probe(admin, readinessPath); r.code != http.StatusOK {
-		t.Fatalf("readiness probe %s before the outage: %d %s", readinessPath, r.code, r.body)
+	if r := probe(admin, readinessPath); r.Code != http.StatusOK {
+		t.Fatalf("readiness probe %s before the outage: %d %s", readinessPath, r.Code, r.Body)
 	}
 
 	if err := etcd.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
-	if err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
-		return probe(admin, "/readyz/etcd-writes").code != http.StatusOK, nil
+	if err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
+		return probe(admin, "/readyz/etcd-writes").Code != http.StatusOK, nil
 	}); err != nil {
 		t.Fatalf("/readyz/etcd-writes still passes with etcd stopped: %v", err)
 	}
 	t.Logf("/readyz/etcd-writes failed %v after etcd stopped", time.Since(stoppedAt).Round(time.Millisecond))
 
 	t.Run("the probe path stays ready, the writes check fails", func(t *testing.T) {
-		if r := probe(admin, readinessPath+"&verbose"); r.code != http.StatusOK {
-			t.Errorf("readiness probe %s during the outage: %d\n%s", readinessPath, r.code, r.body)
-		} else if !strings.Contains(string(r.body), "[+]watch-cache ok") {
-			t.Errorf("the readiness probe does not run the watch-cache check:\n%s", r.body)
+		if r := probe(admin, readinessPath+"&verbose"); r.Code != http.StatusOK {
+			t.Errorf("readiness probe %s during the outage: %d\n%s", readinessPath, r.Code, r.Body)
+		} else if !strings.Contains(string(r.Body), "[+]watch-cache ok") {
+			t.Errorf("the readiness probe does not run the watch-cache check:\n%s", r.Body)
 		}
-		if r := probe(admin, livenessPath); r.code != http.StatusOK {
-			t.Errorf("liveness probe %s during the outage: %d %s", livenessPath, r.code, r.body)
+		if r := probe(admin, livenessPath); r.Code != http.StatusOK {
+			t.Errorf("liveness probe %s during the outage: %d %s", livenessPath, r.Code, r.Body)
 		}
 		// Unfiltered, /readyz says what kube-apiserver's would: not all is well.
 		r := probe(admin, "/readyz?verbose")
-		if r.code == http.StatusOK || !strings.Contains(string(r.body), "[-]etcd-writes failed") {
-			t.Errorf("/readyz during the outage: %d, want a failure naming etcd-writes:\n%s", r.code, r.body)
+		if r.Code == http.StatusOK || !strings.Contains(string(r.Body), "[-]etcd-writes failed") {
+			t.Errorf("/readyz during the outage: %d, want a failure naming etcd-writes:\n%s", r.Code, r.Body)
 		}
-		if got := metricValue(t, steady.Config(t), "event_apiserver_etcd_writes_available", nil); got != 0 {
+		if got := framework.MetricValue(t, steady.Config(t), "event_apiserver_etcd_writes_available", nil); got != 0 {
 			t.Errorf("event_apiserver_etcd_writes_available = %v during the outage, want 0", got)
 		}
 	})
@@ -170,7 +170,7 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 		} {
 			var o createOutcome
 			if c.method == http.MethodPost {
-				body, err := json.Marshal(recorderStyleCoreEvent(ns, "during"))
+				body, err := json.Marshal(framework.RecorderStyleCoreEvent(ns, "during"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -190,7 +190,7 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 			}
 		}
 		if n, r := countRecords(admin); n != 3 {
-			t.Errorf("eventrecords during the outage: %d items (%d %s), want 3", n, r.code, r.body)
+			t.Errorf("eventrecords during the outage: %d items (%d %s), want 3", n, r.Code, r.Body)
 		}
 		// A new watch from the cache, and the one opened before.
 		w, err := client.CoreV1().Events(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
@@ -225,43 +225,43 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 		restartedAt := time.Now()
-		restartedAdmin := adminRawClient(t, restarted)
+		restartedAdmin := framework.AdminRawClient(t, restarted)
 		// Up past the 20 s after which kube-apiserver gives up, and live
 		// once poststarthook/storage-readiness stops waiting for the watch
 		// cache (--storage-initialization-timeout, 1 minute): within the
 		// startupProbe's budget, so the kubelet does not restart it.
-		var last response
+		var last framework.Response
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, startupBudget, true, func(context.Context) (bool, error) {
 			if !restarted.Running() {
 				return false, fmt.Errorf("the replica started while etcd is down exited: %s", restarted.Process().Exited())
 			}
-			if r := probe(restartedAdmin, readinessPath); r.code == http.StatusOK {
+			if r := probe(restartedAdmin, readinessPath); r.Code == http.StatusOK {
 				return false, fmt.Errorf("the replica started while etcd is down passed its readiness probe")
 			}
 			// The full /readyz runs kube's etcd check, which waits on its
 			// client's dial (20 s, grpc.WithBlock) while etcd is down, so
 			// most calls outlast the probe's 5 s: the last answer counts.
-			if r := probe(restartedAdmin, "/readyz?verbose"); r.code != 0 {
+			if r := probe(restartedAdmin, "/readyz?verbose"); r.Code != 0 {
 				last = r
 			}
-			return time.Since(restartedAt) > 25*time.Second && probe(restartedAdmin, startupPath).code == http.StatusOK, nil
+			return time.Since(restartedAt) > 25*time.Second && probe(restartedAdmin, startupPath).Code == http.StatusOK, nil
 		})
 		if err != nil {
 			t.Fatalf("the replica started while etcd is down, %v later: %v\n%s", time.Since(restartedAt).Round(time.Second), err, restarted.Process().Tail(20))
 		}
 		t.Logf("the replica started while etcd is down is up, live and not ready %v later", time.Since(restartedAt).Round(time.Second))
-		if last.code != http.StatusInternalServerError || !strings.Contains(string(last.body), "[-]etcd-writes failed") ||
-			!strings.Contains(string(last.body), "[-]watch-cache failed") {
-			t.Errorf("/readyz of the replica started while etcd is down: %d, want 500 naming etcd-writes and watch-cache:\n%s", last.code, last.body)
+		if last.Code != http.StatusInternalServerError || !strings.Contains(string(last.Body), "[-]etcd-writes failed") ||
+			!strings.Contains(string(last.Body), "[-]watch-cache failed") {
+			t.Errorf("/readyz of the replica started while etcd is down: %d, want 500 naming etcd-writes and watch-cache:\n%s", last.Code, last.Body)
 		}
-		if r := probe(restartedAdmin, "/readyz/etcd-writes"); r.code == http.StatusOK {
-			t.Errorf("/readyz/etcd-writes of the replica started while etcd is down: %d %s", r.code, r.body)
+		if r := probe(restartedAdmin, "/readyz/etcd-writes"); r.Code == http.StatusOK {
+			t.Errorf("/readyz/etcd-writes of the replica started while etcd is down: %d %s", r.Code, r.Body)
 		}
-		if r := probe(restartedAdmin, livenessPath); r.code != http.StatusOK {
-			t.Errorf("liveness probe %s of the replica started while etcd is down: %d %s", livenessPath, r.code, r.body)
+		if r := probe(restartedAdmin, livenessPath); r.Code != http.StatusOK {
+			t.Errorf("liveness probe %s of the replica started while etcd is down: %d %s", livenessPath, r.Code, r.Body)
 		}
 		if n, r := countRecords(restartedAdmin); n != 3 {
-			t.Errorf("eventrecords from the replica started while etcd is down: %d items (%d %s), want 3", n, r.code, r.body)
+			t.Errorf("eventrecords from the replica started while etcd is down: %d items (%d %s), want 3", n, r.Code, r.Body)
 		}
 	})
 
@@ -270,8 +270,8 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 		probes := 0
 		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
 			probes++
-			if r := probe(admin, readinessPath); r.code != http.StatusOK {
-				t.Errorf("readiness probe %d during the outage: %d %s", probes, r.code, r.body)
+			if r := probe(admin, readinessPath); r.Code != http.StatusOK {
+				t.Errorf("readiness probe %d during the outage: %d %s", probes, r.Code, r.Body)
 				return true, nil
 			}
 			return false, nil
@@ -289,34 +289,36 @@ func TestReadinessDuringEtcdOutage(t *testing.T) {
 		// Both by themselves: the replica started during the outage fills
 		// its watch cache once etcd answers, with no restart.
 		for _, s := range []*framework.Server{steady, restarted} {
-			c := adminRawClient(t, s)
+			c := framework.AdminRawClient(t, s)
 			// The storage's client redials with gRPC's backoff, up to two
 			// minutes apart.
-			err := wait.PollUntilContextTimeout(ctx, pollInterval, 3*time.Minute, true, func(context.Context) (bool, error) {
-				return probe(c, "/readyz").code == http.StatusOK && probe(c, readinessPath).code == http.StatusOK, nil
+			err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 3*time.Minute, true, func(context.Context) (bool, error) {
+				return probe(c, "/readyz").Code == http.StatusOK && probe(c, readinessPath).Code == http.StatusOK, nil
 			})
 			if err != nil {
-				t.Fatalf("%s: /readyz or the probe path not ok after etcd returned: %v\n%s", s.URL, err, probe(c, "/readyz?verbose").body)
+				t.Fatalf("%s: /readyz or the probe path not ok after etcd returned: %v\n%s", s.URL, err, probe(c, "/readyz?verbose").Body)
 			}
 			// A watch from the cache sees a write made after etcd returned.
 			w, err := s.Client(t).CoreV1().Events(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
 			if err != nil {
 				t.Fatalf("%s: a watch after etcd returned: %v", s.URL, err)
 			}
-			name := uniqueName("after")
-			if _, err := s.Client(t).CoreV1().Events(ns).Create(ctx, recorderStyleCoreEvent(ns, name), metav1.CreateOptions{}); err != nil {
+			name := framework.UniqueName("after")
+			if _, err := s.Client(t).CoreV1().Events(ns).Create(ctx, framework.RecorderStyleCoreEvent(ns, name), metav1.CreateOptions{}); err != nil {
 				t.Errorf("%s: create after etcd returned: %v", s.URL, err)
 			}
-			wctx, cancel := context.WithTimeout(ctx, pollTimeout)
-			got, _ := observe(wctx, w, func(got []seen) bool { return len(ofType(withPrefix(got, name), watch.Added)) > 0 })
+			wctx, cancel := context.WithTimeout(ctx, framework.PollTimeout)
+			got, _ := framework.Observe(wctx, w, func(got []framework.Seen) bool {
+				return len(framework.OfType(framework.WithPrefix(got, name), watch.Added)) > 0
+			})
 			cancel()
-			if len(ofType(withPrefix(got, name), watch.Added)) == 0 {
+			if len(framework.OfType(framework.WithPrefix(got, name), watch.Added)) == 0 {
 				t.Errorf("%s: a watch opened after etcd returned did not see the create of %s: %v", s.URL, name, got)
 			}
-			if r := probe(c, "/readyz/etcd-writes"); r.code != http.StatusOK {
-				t.Errorf("%s: /readyz/etcd-writes after etcd returned: %d %s", s.URL, r.code, r.body)
+			if r := probe(c, "/readyz/etcd-writes"); r.Code != http.StatusOK {
+				t.Errorf("%s: /readyz/etcd-writes after etcd returned: %d %s", s.URL, r.Code, r.Body)
 			}
-			if got := metricValue(t, s.Config(t), "event_apiserver_etcd_writes_available", nil); got != 1 {
+			if got := framework.MetricValue(t, s.Config(t), "event_apiserver_etcd_writes_available", nil); got != 1 {
 				t.Errorf("%s: event_apiserver_etcd_writes_available = %v after etcd returned, want 1", s.URL, got)
 			}
 		}

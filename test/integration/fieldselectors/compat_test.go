@@ -1,4 +1,4 @@
-package integration
+package fieldselectors
 
 import (
 	"context"
@@ -36,8 +36,8 @@ func TestFieldSelectorCompatibility(t *testing.T) {
 	etcd := framework.StartEtcd(t)
 	ours := framework.StartServer(t, framework.ServerOptions{EtcdServers: etcd.ClientURL()})
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
-	ourClient := fsClient(t, ours.Config(t))
-	kubeClient := fsClient(t, kube.RestConfig())
+	ourClient := framework.UnthrottledClient(t, ours.Config(t))
+	kubeClient := framework.UnthrottledClient(t, kube.RestConfig())
 	ctx := context.Background()
 	fsLoadFixtures(ctx, t, ourClient, false)
 	fsLoadFixtures(ctx, t, kubeClient, true)

@@ -1,4 +1,4 @@
-package integration
+package fieldselectors
 
 // The fixed set of Events the field-selector tests select from, the label
 // vocabulary of each served version, and the table of LIST cases with the
@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
 
 // Namespaces of the fixture Events. Node Events live in "default", where
@@ -201,7 +202,7 @@ func fsLoadFixtures(ctx context.Context, t *testing.T, client kubernetes.Interfa
 			t.Fatalf("create fixture %s: %v", f.key(), err)
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false, err
@@ -507,19 +508,6 @@ var fsErrorCases = []fsErrorCase{
 	{name: "message", version: fsEvents, selector: "message=x", label: "message"},
 	{name: "deprecatedCount", version: fsEvents, selector: "deprecatedCount=1", label: "deprecatedCount"},
 	{name: "one bad of several", version: fsEvents, selector: "regarding.name=pod-a,involvedObject.name=pod-a", label: "involvedObject.name"},
-}
-
-// fsClient is a clientset without client-side rate limiting: the tables
-// send a few hundred requests.
-func fsClient(t *testing.T, config *rest.Config) kubernetes.Interface {
-	t.Helper()
-	config = rest.CopyConfig(config)
-	config.QPS, config.Burst = 1000, 1000
-	client, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
 }
 
 // fsList lists Events of one version with a field selector and returns the

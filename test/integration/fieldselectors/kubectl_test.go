@@ -1,4 +1,4 @@
-package integration
+package fieldselectors
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // fsKubectlCase is one `kubectl get` with --field-selector.
@@ -112,7 +114,7 @@ var fsKubectlEventsCases = []fsKubectlEventsCase{
 // fsTestKubectl runs the preinstalled kubectl, unchanged, against a server
 // holding the fixture Events.
 func fsTestKubectl(t *testing.T, kubeconfig string) {
-	kubectlBinary(t) // skip without kubectl
+	framework.PreinstalledKubectl(t) // skip without kubectl
 
 	for _, c := range fsKubectlCases {
 		t.Run("get/"+c.resource+"/"+c.name, func(t *testing.T) {
@@ -121,7 +123,7 @@ func fsTestKubectl(t *testing.T, kubeconfig string) {
 			args = append(args, "--field-selector", c.selector)
 
 			// Objects, as scripts read them.
-			out := mustKubectl(t, kubeconfig, append(args, "--no-headers",
+			out := framework.MustKubectl(t, kubeconfig, append(args, "--no-headers",
 				"-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name")...)
 			var got []string
 			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -140,10 +142,10 @@ func fsTestKubectl(t *testing.T, kubeconfig string) {
 			}
 
 			// The server-side table, as people read it.
-			out = mustKubectl(t, kubeconfig, append(args, "-o", "wide")...)
+			out = framework.MustKubectl(t, kubeconfig, append(args, "-o", "wide")...)
 			got = []string{}
 			if len(want) > 0 {
-				for _, row := range parseTable(t, out) {
+				for _, row := range framework.ParseTable(t, out) {
 					ns := row["NAMESPACE"]
 					if c.namespace != "" {
 						ns = c.namespace
@@ -167,7 +169,7 @@ func fsTestKubectl(t *testing.T, kubeconfig string) {
 		t.Run("get/"+c.resource+"/unsupported/"+c.name, func(t *testing.T) {
 			args := append([]string{"get", c.resource}, c.scopeArgs()...)
 			args = append(args, "--field-selector", c.selector)
-			stdout, stderr, err := kubectl(t, kubeconfig, args...)
+			stdout, stderr, err := framework.Kubectl(t, kubeconfig, args...)
 			if err == nil {
 				t.Fatalf("kubectl %s succeeded, want a 400:\n%s", strings.Join(args, " "), stdout)
 			}
@@ -186,8 +188,8 @@ func fsTestKubectl(t *testing.T, kubeconfig string) {
 	for _, c := range fsKubectlEventsCases {
 		t.Run("events/"+c.name, func(t *testing.T) {
 			args := append([]string{"events"}, c.args...)
-			out := mustKubectl(t, kubeconfig, args...)
-			rows := parseTable(t, out)
+			out := framework.MustKubectl(t, kubeconfig, args...)
+			rows := framework.ParseTable(t, out)
 			got := []string{}
 			for _, row := range rows {
 				// Each fixture's message is "msg:<its name>".

@@ -1,4 +1,4 @@
-package integration
+package fieldselectors
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 func TestFieldSelector(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
-	client := fsClient(t, server.Config(t))
+	client := framework.UnthrottledClient(t, server.Config(t))
 	ctx := context.Background()
 	fsLoadFixtures(ctx, t, client, false)
 

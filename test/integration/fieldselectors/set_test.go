@@ -1,4 +1,4 @@
-package integration
+package fieldselectors
 
 import (
 	"bytes"
@@ -46,14 +46,14 @@ func TestSetFieldSelectors(t *testing.T) {
 	ours := framework.StartServer(t, framework.ServerOptions{EtcdServers: framework.StartEtcd(t).ClientURL(),
 		ExtraArgs: []string{"--history-batch-interval=100ms"}})
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
-	ctx := pollCtx(t)
-	ns := uniqueName("sets")
+	ctx := framework.PollCtx(t)
+	ns := framework.UniqueName("sets")
 	client := ours.Client(t)
 	// Another pod in another namespace, with another reporter: lists
 	// across namespaces must tell them apart.
-	ns2 := uniqueName("sets-other")
-	pod := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: types.UID(uniqueName("uid")), APIVersion: "v1"}
-	pod2 := corev1.ObjectReference{Kind: "Pod", Namespace: ns2, Name: "web-1", UID: types.UID(uniqueName("uid")), APIVersion: "v1"}
+	ns2 := framework.UniqueName("sets-other")
+	pod := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: types.UID(framework.UniqueName("uid")), APIVersion: "v1"}
+	pod2 := corev1.ObjectReference{Kind: "Pod", Namespace: ns2, Name: "web-1", UID: types.UID(framework.UniqueName("uid")), APIVersion: "v1"}
 	for _, e := range []struct {
 		name, reason, typ, reporter string
 		pod                         corev1.ObjectReference
@@ -75,12 +75,12 @@ func TestSetFieldSelectors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := adminRawClient(t, ours)
+	c := framework.AdminRawClient(t, ours)
 	names := func(t *testing.T, path, selector string) []string {
 		t.Helper()
-		resp := c.do(t, "GET", path+"?"+url.Values{"fieldSelector": {selector}}.Encode(), nil, map[string]string{"Accept": "application/json"})
-		if resp.code != 200 {
-			t.Fatalf("GET %s ?fieldSelector=%s: %d %s", path, selector, resp.code, resp.body)
+		resp := c.Do(t, "GET", path+"?"+url.Values{"fieldSelector": {selector}}.Encode(), nil, map[string]string{"Accept": "application/json"})
+		if resp.Code != 200 {
+			t.Fatalf("GET %s ?fieldSelector=%s: %d %s", path, selector, resp.Code, resp.Body)
 		}
 		var list struct {
 			Items []struct {
@@ -90,7 +90,7 @@ func TestSetFieldSelectors(t *testing.T) {
 				} `json:"event"`
 			} `json:"items"`
 		}
-		decodeJSON(t, resp, &list)
+		framework.DecodeJSON(t, resp, &list)
 		var out []string
 		for _, item := range list.Items {
 			if item.Event != nil {
@@ -102,8 +102,8 @@ func TestSetFieldSelectors(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
-		return len(names(t, eventRecordsPath+"/eventrecords", "")) == 7, nil
+	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
+		return len(names(t, framework.EventRecordsPath+"/eventrecords", "")) == 7, nil
 	})
 	if err != nil {
 		t.Fatalf("history never held the 7 Events: %v", err)
@@ -153,11 +153,11 @@ func TestSetFieldSelectors(t *testing.T) {
 	}
 	config := ours.Config(t)
 	scanned := func() float64 {
-		return metricValue(t, config, "apiserver_cache_list_fetched_objects_total", map[string]string{"resource": "events", "index": ""})
+		return framework.MetricValue(t, config, "apiserver_cache_list_fetched_objects_total", map[string]string{"resource": "events", "index": ""})
 	}
 	indexedLists := func() float64 {
-		return metricValue(t, config, "apiserver_cache_list_total", map[string]string{"resource": "events"}) -
-			metricValue(t, config, "apiserver_cache_list_total", map[string]string{"resource": "events", "index": ""})
+		return framework.MetricValue(t, config, "apiserver_cache_list_total", map[string]string{"resource": "events"}) -
+			framework.MetricValue(t, config, "apiserver_cache_list_total", map[string]string{"resource": "events", "index": ""})
 	}
 	for _, tc := range cases {
 		core := tc.selector
@@ -170,10 +170,10 @@ func TestSetFieldSelectors(t *testing.T) {
 		}{
 			{"/api/v1/namespaces/" + ns + "/events", core, true, true},
 			{"/apis/events.k8s.io/v1/namespaces/" + ns + "/events", tc.selector, true, true},
-			{eventRecordsPath + "/namespaces/" + ns + "/eventrecords", tc.selector, false, true},
+			{framework.EventRecordsPath + "/namespaces/" + ns + "/eventrecords", tc.selector, false, true},
 			{"/api/v1/events", core, true, false},
 			{"/apis/events.k8s.io/v1/events", tc.selector, true, false},
-			{eventRecordsPath + "/eventrecords", tc.selector, false, false},
+			{framework.EventRecordsPath + "/eventrecords", tc.selector, false, false},
 		} {
 			wantIndex := q.events && (tc.indexed == everywhere || (tc.indexed == acrossNamespaces && !q.namespace))
 			scannedBefore, indexedBefore := scanned(), indexedLists()
@@ -205,7 +205,7 @@ func TestSetFieldSelectors(t *testing.T) {
 
 	// Refusals: what labels.Parse cannot read goes to kube-apiserver's own
 	// parser, so the 400 is kube-apiserver's, byte for byte.
-	kc := newRawClient(t, kube.RestConfig(), kube.AdminToken)
+	kc := framework.NewRawClient(t, kube.RestConfig(), kube.AdminToken)
 	for _, selector := range []string{
 		"reason in (BackOff",
 		"reason in BackOff,Failed",
@@ -222,25 +222,25 @@ func TestSetFieldSelectors(t *testing.T) {
 	} {
 		for _, path := range []string{"/api/v1/namespaces/default/events", "/apis/events.k8s.io/v1/namespaces/default/events"} {
 			query := path + "?" + url.Values{"fieldSelector": {selector}}.Encode()
-			our := c.do(t, "GET", query, nil, map[string]string{"Accept": "application/json"})
-			theirs := kc.do(t, "GET", query, nil, map[string]string{"Accept": "application/json"})
-			if theirs.code != 400 {
-				t.Fatalf("kube-apiserver answered %q with %d, want 400: %s", selector, theirs.code, theirs.body)
+			our := c.Do(t, "GET", query, nil, map[string]string{"Accept": "application/json"})
+			theirs := kc.Do(t, "GET", query, nil, map[string]string{"Accept": "application/json"})
+			if theirs.Code != 400 {
+				t.Fatalf("kube-apiserver answered %q with %d, want 400: %s", selector, theirs.Code, theirs.Body)
 			}
-			if our.code != theirs.code || !bytes.Equal(our.body, theirs.body) {
-				t.Errorf("GET %s ?fieldSelector=%s:\nevent-apiserver %d %s\n kube-apiserver %d %s", path, selector, our.code, our.body, theirs.code, theirs.body)
+			if our.Code != theirs.Code || !bytes.Equal(our.Body, theirs.Body) {
+				t.Errorf("GET %s ?fieldSelector=%s:\nevent-apiserver %d %s\n kube-apiserver %d %s", path, selector, our.Code, our.Body, theirs.Code, theirs.Body)
 			}
 		}
 	}
 	// An unknown label in a set is refused with the usual message.
-	resp := c.do(t, "GET", "/api/v1/namespaces/default/events?"+url.Values{"fieldSelector": {"color in (red)"}}.Encode(), nil, map[string]string{"Accept": "application/json"})
-	if st := resp.status(t); resp.code != 400 || st.Message != "field label not supported: color" {
-		t.Errorf("an unknown label in a set: %d %q", resp.code, st.Message)
+	resp := c.Do(t, "GET", "/api/v1/namespaces/default/events?"+url.Values{"fieldSelector": {"color in (red)"}}.Encode(), nil, map[string]string{"Accept": "application/json"})
+	if st := resp.Status(t); resp.Code != 400 || st.Message != "field label not supported: color" {
+		t.Errorf("an unknown label in a set: %d %q", resp.Code, st.Message)
 	}
 	// History names an unknown label as the Events APIs do.
-	resp = c.do(t, "GET", eventRecordsPath+"/eventrecords?"+url.Values{"fieldSelector": {"reason:in=BackOff"}}.Encode(), nil, map[string]string{"Accept": "application/json"})
-	if st := resp.status(t); resp.code != 400 || st.Message != "field label not supported: reason:in" {
-		t.Errorf("eventrecords with reason:in=BackOff: %d %q", resp.code, st.Message)
+	resp = c.Do(t, "GET", framework.EventRecordsPath+"/eventrecords?"+url.Values{"fieldSelector": {"reason:in=BackOff"}}.Encode(), nil, map[string]string{"Accept": "application/json"})
+	if st := resp.Status(t); resp.Code != 400 || st.Message != "field label not supported: reason:in" {
+		t.Errorf("eventrecords with reason:in=BackOff: %d %q", resp.Code, st.Message)
 	}
 }
 

@@ -1,4 +1,4 @@
-package integration
+package fieldselectors
 
 import (
 	"context"
@@ -166,7 +166,7 @@ var fsWatchSpecs = []fsWatchSpec{
 func TestFieldSelectorWatch(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
-	client := fsClient(t, server.Config(t))
+	client := framework.UnthrottledClient(t, server.Config(t))
 	got := fsRunWatchScript(t, client, fsWatchSpecs, false)
 	for _, spec := range fsWatchSpecs {
 		t.Run(spec.name, func(t *testing.T) {

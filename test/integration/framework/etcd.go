@@ -272,3 +272,19 @@ func EtcdBinary(t testing.TB) string {
 	}
 	return path
 }
+
+// EtcdClient connects to the server's embedded etcd.
+func EtcdClient(t *testing.T, url string) *clientv3.Client {
+	t.Helper()
+	if url == "" {
+		t.Fatal("server has no etcd URL: start it with EmbeddedEtcdPort")
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func EtcdEventKey(ns, name string) string { return "/registry/events/" + ns + "/" + name }

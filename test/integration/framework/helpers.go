@@ -1,4 +1,4 @@
-package integration
+package framework
 
 // Helpers shared by the integration tests: running kubectl against a server,
 // raw HTTP requests with or without the admin token, and Event fixtures.
@@ -16,28 +16,29 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 const (
 	// kubectlPath is the kubectl preinstalled on the test machines (v1.32).
 	kubectlPath = "/usr/bin/kubectl"
 
-	// pollInterval and pollTimeout bound every wait in these tests.
-	pollInterval = 100 * time.Millisecond
-	pollTimeout  = 30 * time.Second
+	// PollInterval and PollTimeout bound every wait in these tests.
+	PollInterval = 100 * time.Millisecond
+	PollTimeout  = 30 * time.Second
 )
 
-// kubectlBinary is the preinstalled kubectl, or the first one on PATH; the
+// PreinstalledKubectl is the preinstalled kubectl, or the first one on PATH; the
 // test is skipped when there is none.
-func kubectlBinary(t *testing.T) string {
+func PreinstalledKubectl(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(kubectlPath); err == nil {
 		return kubectlPath
@@ -49,22 +50,22 @@ func kubectlBinary(t *testing.T) string {
 	return path
 }
 
-// kubectl runs kubectl against kubeconfig and returns stdout, stderr and the
+// Kubectl runs kubectl against kubeconfig and returns stdout, stderr and the
 // error (non-nil when kubectl exits non-zero).
-func kubectl(t *testing.T, kubeconfig string, args ...string) (string, string, error) {
+func Kubectl(t *testing.T, kubeconfig string, args ...string) (string, string, error) {
 	t.Helper()
-	return kubectlWithEnv(t, kubeconfig, nil, args...)
+	return KubectlWithEnv(t, kubeconfig, nil, args...)
 }
 
-// kubectlWithEnv is kubectl with extra environment variables (KEY=value).
-func kubectlWithEnv(t *testing.T, kubeconfig string, env []string, args ...string) (string, string, error) {
+// KubectlWithEnv is kubectl with extra environment variables (KEY=value).
+func KubectlWithEnv(t *testing.T, kubeconfig string, env []string, args ...string) (string, string, error) {
 	t.Helper()
-	return kubectlAt(t, kubectlBinary(t), kubeconfig, env, args...)
+	return KubectlAt(t, PreinstalledKubectl(t), kubeconfig, env, args...)
 }
 
-// kubectlAt runs the kubectl binary bin, for tests that compare kubectl
+// KubectlAt runs the kubectl binary bin, for tests that compare kubectl
 // versions (the preinstalled one and the v1.36.3 build).
-func kubectlAt(t *testing.T, bin, kubeconfig string, env []string, args ...string) (string, string, error) {
+func KubectlAt(t *testing.T, bin, kubeconfig string, env []string, args ...string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -82,18 +83,18 @@ func kubectlAt(t *testing.T, bin, kubeconfig string, env []string, args ...strin
 	return stdout.String(), stderr.String(), err
 }
 
-// mustKubectl runs kubectl and fails the test when it exits non-zero.
-func mustKubectl(t *testing.T, kubeconfig string, args ...string) string {
+// MustKubectl runs kubectl and fails the test when it exits non-zero.
+func MustKubectl(t *testing.T, kubeconfig string, args ...string) string {
 	t.Helper()
-	stdout, stderr, err := kubectl(t, kubeconfig, args...)
+	stdout, stderr, err := Kubectl(t, kubeconfig, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
 	}
 	return stdout
 }
 
-// writeFile writes content to a new file under t.TempDir().
-func writeFile(t *testing.T, name, content string) string {
+// WriteFile writes content to a new file under t.TempDir().
+func WriteFile(t *testing.T, name, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -104,22 +105,22 @@ func writeFile(t *testing.T, name, content string) string {
 
 var nameSeq atomic.Int64
 
-// uniqueName is a DNS-1123 name unique within the test binary.
-func uniqueName(prefix string) string {
+// UniqueName is a DNS-1123 name unique within the test binary.
+func UniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1_000_000, nameSeq.Add(1))
 }
 
-// rawClient sends HTTP requests to a server with its serving CA trusted and
+// RawClient sends HTTP requests to a server with its serving CA trusted and
 // a chosen bearer token (none for anonymous requests).
-type rawClient struct {
-	baseURL string
-	token   string
-	client  *http.Client
+type RawClient struct {
+	BaseURL string
+	Token   string
+	HTTP    *http.Client
 }
 
-// newRawClient trusts the CA of config and authenticates with token; an
+// NewRawClient trusts the CA of config and authenticates with token; an
 // empty token sends no Authorization header.
-func newRawClient(t *testing.T, config *rest.Config, token string) *rawClient {
+func NewRawClient(t *testing.T, config *rest.Config, token string) *RawClient {
 	t.Helper()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(config.CAData) {
@@ -131,50 +132,50 @@ func newRawClient(t *testing.T, config *rest.Config, token string) *rawClient {
 			t.Fatalf("reading CA %s: %v", config.CAFile, err)
 		}
 	}
-	return &rawClient{
-		baseURL: config.Host,
-		token:   token,
-		client: &http.Client{
+	return &RawClient{
+		BaseURL: config.Host,
+		Token:   token,
+		HTTP: &http.Client{
 			Timeout:   30 * time.Second,
 			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 		},
 	}
 }
 
-// adminRawClient uses the admin token from the server's kubeconfig.
-func adminRawClient(t *testing.T, s *framework.Server) *rawClient {
+// AdminRawClient uses the admin token from the server's kubeconfig.
+func AdminRawClient(t *testing.T, s *Server) *RawClient {
 	t.Helper()
 	config := s.Config(t)
 	if config.BearerToken == "" {
 		t.Fatal("server kubeconfig has no bearer token")
 	}
-	return newRawClient(t, config, config.BearerToken)
+	return NewRawClient(t, config, config.BearerToken)
 }
 
-// response is what a raw request returned.
-type response struct {
-	code        int
-	contentType string
-	header      http.Header
-	body        []byte
+// Response is what a raw request returned.
+type Response struct {
+	Code        int
+	ContentType string
+	Header      http.Header
+	Body        []byte
 }
 
-// do sends one request; header holds extra headers (Content-Type, Accept).
-func (c *rawClient) do(t *testing.T, method, path string, body []byte, header map[string]string) response {
+// Do sends one request; header holds extra headers (Content-Type, Accept).
+func (c *RawClient) Do(t *testing.T, method, path string, body []byte, header map[string]string) Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -183,35 +184,191 @@ func (c *rawClient) do(t *testing.T, method, path string, body []byte, header ma
 	if err != nil {
 		t.Fatalf("%s %s: reading body: %v", method, path, err)
 	}
-	return response{code: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), header: resp.Header, body: data}
+	return Response{Code: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Header: resp.Header, Body: data}
 }
 
-// status decodes the body as a metav1.Status (JSON), failing the test when
+// Status decodes the body as a metav1.Status (JSON), failing the test when
 // it is not one.
-func (r response) status(t *testing.T) metav1.Status {
+func (r Response) Status(t *testing.T) metav1.Status {
 	t.Helper()
 	var s metav1.Status
-	if err := json.Unmarshal(r.body, &s); err != nil || s.Kind != "Status" {
-		t.Fatalf("response %d is not a Status (%v): %s", r.code, err, r.body)
+	if err := json.Unmarshal(r.Body, &s); err != nil || s.Kind != "Status" {
+		t.Fatalf("response %d is not a Status (%v): %s", r.Code, err, r.Body)
 	}
 	return s
 }
 
-// pollCtx is a context for wait.PollUntilContextTimeout callers that also
+// PollCtx is a context for wait.PollUntilContextTimeout callers that also
 // need one for the calls inside the condition.
-func pollCtx(t *testing.T) context.Context {
+func PollCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*pollTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*PollTimeout)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// send is do for a request value.
-func (c *rawClient) send(t *testing.T, r request) response {
+// Send is Do for a Request value.
+func (c *RawClient) Send(t *testing.T, r Request) Response {
 	t.Helper()
 	header := map[string]string{}
-	if r.contentType != "" {
-		header["Content-Type"] = r.contentType
+	if r.ContentType != "" {
+		header["Content-Type"] = r.ContentType
 	}
-	return c.do(t, r.method, r.path, r.body, header)
+	return c.Do(t, r.Method, r.Path, r.Body, header)
 }
+
+const ContentJSON = "application/json"
+
+const ContentMerge = "application/merge-patch+json"
+
+const CoreEventsPath = "/api/v1/namespaces/default/events"
+
+const EventsEventsPath = "/apis/events.k8s.io/v1/namespaces/default/events"
+
+// Request is one raw HTTP request.
+type Request struct {
+	Method, Path, ContentType string
+	Body                      []byte
+}
+
+// TableAccept is what kubectl get sends.
+const TableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+
+// AggregatedDiscovery is the Accept header of clients that ask for
+// aggregated discovery (KEP-3352), as kubectl and client-go do.
+const AggregatedDiscovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+func DecodeJSON(t *testing.T, r Response, into any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, into); err != nil {
+		t.Fatalf("decoding %T: %v: %.300s", into, err, r.Body)
+	}
+}
+
+// UnthrottledClient is a clientset without client-side rate limiting: the tables
+// send a few hundred requests.
+func UnthrottledClient(t *testing.T, config *rest.Config) kubernetes.Interface {
+	t.Helper()
+	config = rest.CopyConfig(config)
+	config.QPS, config.Burst = 1000, 1000
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// ParseTable splits kubectl's column output by the header's column starts
+// (a column starts after two or more spaces; "LAST SEEN" has one).
+func ParseTable(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatalf("no table in kubectl output %q", out)
+	}
+	header := lines[0]
+	var starts []int
+	for i := 0; i < len(header); i++ {
+		if header[i] != ' ' && (i == 0 || (i >= 2 && header[i-1] == ' ' && header[i-2] == ' ')) {
+			starts = append(starts, i)
+		}
+	}
+	cell := func(line string, k int) string {
+		from, to := starts[k], len(line)
+		if k+1 < len(starts) && starts[k+1] < len(line) {
+			to = starts[k+1]
+		}
+		if from >= len(line) {
+			return ""
+		}
+		return strings.TrimSpace(line[from:to])
+	}
+	var rows []map[string]string
+	for _, line := range lines[1:] {
+		row := map[string]string{}
+		for k := range starts {
+			row[cell(header, k)] = cell(line, k)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// AssertHeaders checks the header line's column names, in order.
+func AssertHeaders(t *testing.T, out string, want []string) {
+	t.Helper()
+	header := strings.SplitN(out, "\n", 2)[0]
+	var got []string
+	for _, f := range strings.Split(header, "  ") {
+		if f = strings.TrimSpace(f); f != "" {
+			got = append(got, f)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("columns = %q, want %q\n%s", got, want, out)
+	}
+}
+
+func Truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// ResponseLog is what a reporter's client saw on the wire: every attempt,
+// including the retries client-go's REST client makes on a 429.
+type ResponseLog struct {
+	Mu             sync.Mutex
+	Codes          map[int]int
+	NoRetryAfter   int
+	RetryAfters    map[string]int
+	TransportErrs  int
+	ServerErrors   []string
+	InFlight       atomic.Int64
+	LastCompletion atomic.Int64
+}
+
+func NewResponseLog() *ResponseLog {
+	return &ResponseLog{Codes: map[int]int{}, RetryAfters: map[string]int{}}
+}
+
+func (l *ResponseLog) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		l.InFlight.Add(1)
+		defer func() {
+			l.LastCompletion.Store(time.Now().UnixNano())
+			l.InFlight.Add(-1)
+		}()
+		resp, err := rt.RoundTrip(req)
+		l.Mu.Lock()
+		defer l.Mu.Unlock()
+		if err != nil {
+			l.TransportErrs++
+			return resp, err
+		}
+		l.Codes[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if ra := resp.Header.Get("Retry-After"); ra == "" {
+				l.NoRetryAfter++
+			} else {
+				l.RetryAfters[ra]++
+			}
+		}
+		if resp.StatusCode >= 500 {
+			l.ServerErrors = append(l.ServerErrors, fmt.Sprintf("%s %s: %d", req.Method, req.URL.Path, resp.StatusCode))
+		}
+		return resp, err
+	})
+}
+
+func (l *ResponseLog) String() string {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	return fmt.Sprintf("codes %v, 429 Retry-After values %v, 429 without Retry-After %d, transport errors %d",
+		l.Codes, l.RetryAfters, l.NoRetryAfter, l.TransportErrs)
+}
+
+type RoundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -1,4 +1,4 @@
-package integration
+package framework
 
 import (
 	"context"
@@ -7,6 +7,12 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -18,11 +24,11 @@ import (
 
 const eventsPrefix = "/registry/events/"
 
-// historyStores are the stores every history test runs against; args
+// HistoryStores are the stores every history test runs against; args
 // starts what a store needs and returns the server flags that select it.
-var historyStores = []struct {
-	name string
-	args func(t *testing.T) []string
+var HistoryStores = []struct {
+	Name string
+	Args func(t *testing.T) []string
 }{
 	{"sqlite", func(*testing.T) []string { return nil }},
 	{"postgres", func(t *testing.T) []string {
@@ -30,27 +36,27 @@ var historyStores = []struct {
 	}},
 }
 
-// versionKey names one Event version: uid and resourceVersion (etcd revision).
-type versionKey struct {
-	uid string
-	rv  string
+// VersionKey names one Event version: uid and resourceVersion (etcd revision).
+type VersionKey struct {
+	UID string
+	RV  string
 }
 
 // etcdTruth is every Event version and deletion etcd held, collected by the
 // test's own watch from revision 1: what history must hold.
 type etcdTruth struct {
 	mu       sync.Mutex
-	versions map[versionKey]*corev1.Event
+	versions map[VersionKey]*corev1.Event
 	deleted  map[string]bool
 	revision int64
 	errs     []error
 }
 
-// watchEtcdTruth follows the Events prefix from the first revision until
+// WatchEtcdTruth follows the Events prefix from the first revision until
 // the test ends.
-func watchEtcdTruth(t *testing.T, client *clientv3.Client) *etcdTruth {
+func WatchEtcdTruth(t *testing.T, client *clientv3.Client) *etcdTruth {
 	t.Helper()
-	truth := &etcdTruth{versions: map[versionKey]*corev1.Event{}, deleted: map[string]bool{}}
+	truth := &etcdTruth{versions: map[VersionKey]*corev1.Event{}, deleted: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -78,7 +84,7 @@ func watchEtcdTruth(t *testing.T, client *clientv3.Client) *etcdTruth {
 					continue
 				}
 				event.ResourceVersion = fmt.Sprint(ev.Kv.ModRevision)
-				truth.versions[versionKey{string(event.UID), event.ResourceVersion}] = event
+				truth.versions[VersionKey{string(event.UID), event.ResourceVersion}] = event
 			}
 			truth.revision = resp.Header.Revision
 			truth.mu.Unlock()
@@ -87,14 +93,14 @@ func watchEtcdTruth(t *testing.T, client *clientv3.Client) *etcdTruth {
 	return truth
 }
 
-func (e *etcdTruth) snapshot(t *testing.T) (map[versionKey]*corev1.Event, map[string]bool) {
+func (e *etcdTruth) Snapshot(t *testing.T) (map[VersionKey]*corev1.Event, map[string]bool) {
 	t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.errs) > 0 {
 		t.Fatalf("etcd truth watch: %v", e.errs)
 	}
-	versions := make(map[versionKey]*corev1.Event, len(e.versions))
+	versions := make(map[VersionKey]*corev1.Event, len(e.versions))
 	for k, v := range e.versions {
 		versions[k] = v
 	}
@@ -105,27 +111,27 @@ func (e *etcdTruth) snapshot(t *testing.T) (map[versionKey]*corev1.Event, map[st
 	return versions, deleted
 }
 
-const eventRecordsPath = "/apis/history.eventapiserver.io/v1alpha1"
+const EventRecordsPath = "/apis/history.eventapiserver.io/v1alpha1"
 
-// listEventRecords lists one page; namespace "" lists all namespaces.
-func listEventRecords(t *testing.T, c *rawClient, namespace string, query url.Values) (historyv1alpha1.EventRecordList, response) {
+// ListEventRecords lists one page; namespace "" lists all namespaces.
+func ListEventRecords(t *testing.T, c *RawClient, namespace string, query url.Values) (historyv1alpha1.EventRecordList, Response) {
 	t.Helper()
-	path := eventRecordsPath + "/eventrecords"
+	path := EventRecordsPath + "/eventrecords"
 	if namespace != "" {
-		path = eventRecordsPath + "/namespaces/" + namespace + "/eventrecords"
+		path = EventRecordsPath + "/namespaces/" + namespace + "/eventrecords"
 	}
-	resp := c.do(t, "GET", path+"?"+query.Encode(), nil, map[string]string{"Accept": "application/json"})
+	resp := c.Do(t, "GET", path+"?"+query.Encode(), nil, map[string]string{"Accept": "application/json"})
 	var list historyv1alpha1.EventRecordList
-	if resp.code == 200 {
-		if err := json.Unmarshal(resp.body, &list); err != nil {
-			t.Fatalf("decoding EventRecordList: %v: %s", err, resp.body)
+	if resp.Code == 200 {
+		if err := json.Unmarshal(resp.Body, &list); err != nil {
+			t.Fatalf("decoding EventRecordList: %v: %s", err, resp.Body)
 		}
 	}
 	return list, resp
 }
 
-// listAllEventRecords follows continue tokens with pages of limit.
-func listAllEventRecords(t *testing.T, c *rawClient, namespace, fieldSelector string, limit int) []historyv1alpha1.EventRecord {
+// ListAllEventRecords follows continue tokens with pages of limit.
+func ListAllEventRecords(t *testing.T, c *RawClient, namespace, fieldSelector string, limit int) []historyv1alpha1.EventRecord {
 	t.Helper()
 	var out []historyv1alpha1.EventRecord
 	query := url.Values{}
@@ -139,9 +145,9 @@ func listAllEventRecords(t *testing.T, c *rawClient, namespace, fieldSelector st
 		if pages > 10000 {
 			t.Fatal("more than 10000 pages: the continue token does not advance")
 		}
-		list, resp := listEventRecords(t, c, namespace, query)
-		if resp.code != 200 {
-			t.Fatalf("listing eventrecords %q: %d %s", fieldSelector, resp.code, resp.body)
+		list, resp := ListEventRecords(t, c, namespace, query)
+		if resp.Code != 200 {
+			t.Fatalf("listing eventrecords %q: %d %s", fieldSelector, resp.Code, resp.Body)
 		}
 		if limit > 0 && len(list.Items) > limit {
 			t.Fatalf("page of %d records for limit %d", len(list.Items), limit)
@@ -154,10 +160,76 @@ func listAllEventRecords(t *testing.T, c *rawClient, namespace, fieldSelector st
 	}
 }
 
-func recordKeys(records []historyv1alpha1.EventRecord) []versionKey {
-	keys := make([]versionKey, 0, len(records))
+func RecordKeys(records []historyv1alpha1.EventRecord) []VersionKey {
+	keys := make([]VersionKey, 0, len(records))
 	for _, r := range records {
-		keys = append(keys, versionKey{string(r.Event.UID), r.Event.ResourceVersion})
+		keys = append(keys, VersionKey{string(r.Event.UID), r.Event.ResourceVersion})
 	}
 	return keys
+}
+
+// HistoryWriter creates Events through both APIs and updates them as series,
+// as fast as a ticker allows, until stopped.
+type HistoryWriter struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	errs   []error
+}
+
+func StartHistoryWriter(client kubernetes.Interface, ns string) *HistoryWriter {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &HistoryWriter{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		ticker := time.NewTicker(20 * time.Millisecond)
+		defer ticker.Stop()
+		pod := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "crashing", UID: types.UID(UniqueName("uid")), APIVersion: "v1"}
+		for i := 0; ctx.Err() == nil; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			now := metav1.Now()
+			var err error
+			switch i % 4 {
+			case 0:
+				_, err = client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("core-%d", i)},
+					InvolvedObject: pod, Reason: "BackOff", Message: fmt.Sprint("back-off ", i), Type: corev1.EventTypeWarning,
+					Count: 1, FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: "kubelet"},
+				}, metav1.CreateOptions{})
+			case 1:
+				_, err = client.CoreV1().Events(ns).Patch(ctx, fmt.Sprintf("core-%d", i-1), types.StrategicMergePatchType,
+					[]byte(fmt.Sprintf(`{"count":2,"lastTimestamp":%q}`, now.UTC().Format(time.RFC3339))), metav1.PatchOptions{})
+			case 2:
+				_, err = client.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("events-%d", i)},
+					EventTime:  metav1.NowMicro(), ReportingController: "test", ReportingInstance: "test-1",
+					Action: "Restart", Reason: "Restarted", Regarding: pod, Note: fmt.Sprint("restarted ", i), Type: corev1.EventTypeNormal,
+				}, metav1.CreateOptions{})
+			case 3:
+				_, err = client.EventsV1().Events(ns).Patch(ctx, fmt.Sprintf("events-%d", i-1), types.MergePatchType,
+					[]byte(fmt.Sprintf(`{"series":{"count":2,"lastObservedTime":%q}}`, metav1.NowMicro().UTC().Format(metav1.RFC3339Micro))), metav1.PatchOptions{})
+			}
+			if err != nil && ctx.Err() == nil {
+				w.mu.Lock()
+				w.errs = append(w.errs, err)
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *HistoryWriter) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *HistoryWriter) Errors() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]error(nil), w.errs...)
 }

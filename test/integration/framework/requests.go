@@ -1,4 +1,4 @@
-package integration
+package framework
 
 import (
 	"bytes"
@@ -55,20 +55,20 @@ func requestSequence(ns string) []sequenceRequest {
 	}
 	return []sequenceRequest{
 		// Writes through core/v1, with and without dryRun.
-		{method: "POST", path: core, contentType: contentJSON, body: coreEvent("seq-a", `,"labels":{"a":"b"}`)},
-		{method: "POST", path: core + "?dryRun=All", contentType: contentJSON, body: coreEvent("seq-dry", "")},
+		{method: "POST", path: core, contentType: ContentJSON, body: coreEvent("seq-a", `,"labels":{"a":"b"}`)},
+		{method: "POST", path: core + "?dryRun=All", contentType: ContentJSON, body: coreEvent("seq-dry", "")},
 		{method: "GET", path: core + "/seq-dry"},
-		{method: "PUT", path: core + "/seq-put", contentType: contentJSON, body: coreEvent("seq-put", "")},
-		{method: "PUT", path: core + "/seq-a", contentType: contentJSON, body: coreEvent("seq-a", `,"resourceVersion":"1"`)},
-		{method: "PUT", path: core + "/seq-other", contentType: contentJSON, body: coreEvent("seq-mismatch", "")},
-		{method: "POST", path: core + "/seq-a", contentType: contentJSON, body: coreEvent("seq-a", "")},
+		{method: "PUT", path: core + "/seq-put", contentType: ContentJSON, body: coreEvent("seq-put", "")},
+		{method: "PUT", path: core + "/seq-a", contentType: ContentJSON, body: coreEvent("seq-a", `,"resourceVersion":"1"`)},
+		{method: "PUT", path: core + "/seq-other", contentType: ContentJSON, body: coreEvent("seq-mismatch", "")},
+		{method: "POST", path: core + "/seq-a", contentType: ContentJSON, body: coreEvent("seq-a", "")},
 		// Every patch type, a failing JSON patch test and a patch of nothing.
-		{method: "PATCH", path: core + "/seq-a", contentType: contentMerge, body: `{"count":2}`},
+		{method: "PATCH", path: core + "/seq-a", contentType: ContentMerge, body: `{"count":2}`},
 		{method: "PATCH", path: core + "/seq-a", contentType: contentJSONPatch, body: `[{"op":"replace","path":"/count","value":3}]`},
 		{method: "PATCH", path: core + "/seq-a", contentType: contentJSONPatch, body: `[{"op":"test","path":"/count","value":9}]`},
 		{method: "PATCH", path: core + "/seq-a", contentType: contentStrategic, body: `{"count":4,"lastTimestamp":"2024-05-01T11:00:00Z"}`},
-		{method: "PATCH", path: core + "/seq-a?dryRun=All", contentType: contentMerge, body: `{"count":40}`},
-		{method: "PATCH", path: core + "/seq-missing", contentType: contentMerge, body: `{"count":2}`},
+		{method: "PATCH", path: core + "/seq-a?dryRun=All", contentType: ContentMerge, body: `{"count":40}`},
+		{method: "PATCH", path: core + "/seq-missing", contentType: ContentMerge, body: `{"count":2}`},
 		// Server-side apply: create, no field manager, a conflict, forced.
 		{method: "PATCH", path: core + "/seq-apply?fieldManager=first", contentType: contentApply, body: coreEvent("seq-apply", "")},
 		{method: "PATCH", path: core + "/seq-apply", contentType: contentApply, body: coreEvent("seq-apply", "")},
@@ -83,25 +83,25 @@ func requestSequence(ns string) []sequenceRequest {
 		{method: "GET", path: core + "/seq-a", accept: "application/yaml"},
 		{method: "POST", path: core, contentType: "application/yaml",
 			body: "apiVersion: v1\nkind: Event\nmetadata:\n  name: seq-yaml\ninvolvedObject:\n  kind: Pod\n  name: p\n  namespace: " + ns + "\nreason: R\nmessage: m\n"},
-		{method: "GET", path: core + "?includeObject=Object", accept: tableAccept},
-		{method: "GET", path: core + "?includeObject=None", accept: tableAccept},
+		{method: "GET", path: core + "?includeObject=Object", accept: TableAccept},
+		{method: "GET", path: core + "?includeObject=None", accept: TableAccept},
 		// Field validation: warnings by default and with Warn, duplicate fields.
-		{method: "POST", path: core + "?fieldValidation=Warn", contentType: contentJSON, body: coreEvent("seq-warn", `,"bogus":1`)},
-		{method: "POST", path: core, contentType: contentJSON,
+		{method: "POST", path: core + "?fieldValidation=Warn", contentType: ContentJSON, body: coreEvent("seq-warn", `,"bogus":1`)},
+		{method: "POST", path: core, contentType: ContentJSON,
 			body: strings.Replace(coreEvent("seq-dup", ""), `"reason":"Tested"`, `"reason":"Tested","reason":"Dup","nope":2`, 1)},
-		{method: "POST", path: core + "?fieldValidation=Strict", contentType: contentJSON,
+		{method: "POST", path: core + "?fieldValidation=Strict", contentType: ContentJSON,
 			body: strings.Replace(coreEvent("seq-strict", ""), `"reason":"Tested"`, `"reason":"Tested","reason":"Dup"`, 1)},
-		{method: "POST", path: core, contentType: contentJSON, body: coreEvent("seq-owners",
+		{method: "POST", path: core, contentType: ContentJSON, body: coreEvent("seq-owners",
 			`,"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u1"},{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u1"}]`)},
 		// A finalizer holds a deleted Event until a patch removes it.
-		{method: "POST", path: core, contentType: contentJSON, body: coreEvent("seq-final", `,"finalizers":["example.com/f"]`)},
+		{method: "POST", path: core, contentType: ContentJSON, body: coreEvent("seq-final", `,"finalizers":["example.com/f"]`)},
 		{method: "DELETE", path: core + "/seq-final"},
 		{method: "GET", path: core + "/seq-final"},
 		{method: "PATCH", path: core + "/seq-final", contentType: contentJSONPatch, body: `[{"op":"remove","path":"/metadata/finalizers"}]`},
 		{method: "GET", path: core + "/seq-final"},
 		// Deletes with preconditions and dryRun, and collections by selector.
-		{method: "DELETE", path: core + "/seq-a", contentType: contentJSON, body: `{"preconditions":{"uid":"nope"}}`},
-		{method: "DELETE", path: core + "/seq-a", contentType: contentJSON, body: `{"preconditions":{"resourceVersion":"1"}}`},
+		{method: "DELETE", path: core + "/seq-a", contentType: ContentJSON, body: `{"preconditions":{"uid":"nope"}}`},
+		{method: "DELETE", path: core + "/seq-a", contentType: ContentJSON, body: `{"preconditions":{"resourceVersion":"1"}}`},
 		{method: "DELETE", path: core + "/seq-a?dryRun=All"},
 		{method: "GET", path: core + "?labelSelector=a+in+(b,c)"},
 		{method: "GET", path: core + "?labelSelector=!a&limit=2"},
@@ -111,15 +111,15 @@ func requestSequence(ns string) []sequenceRequest {
 		{method: "GET", path: core + "/seq-a/status"},
 		// events.k8s.io/v1: update, strategic merge, apply with a series,
 		// Foreground and grace periods, a core/v1 Event read through it.
-		{method: "POST", path: events, contentType: contentJSON, body: eventsEvent("seq-v")},
-		{method: "PUT", path: events + "/seq-v", contentType: contentJSON, body: eventsEvent("seq-v")},
+		{method: "POST", path: events, contentType: ContentJSON, body: eventsEvent("seq-v")},
+		{method: "PUT", path: events + "/seq-v", contentType: ContentJSON, body: eventsEvent("seq-v")},
 		{method: "PATCH", path: events + "/seq-v", contentType: contentStrategic, body: `{"note":"n2"}`},
-		{method: "PATCH", path: events + "/seq-v", contentType: contentMerge,
+		{method: "PATCH", path: events + "/seq-v", contentType: ContentMerge,
 			body: `{"series":{"count":5,"lastObservedTime":"2024-05-01T12:00:00.000000Z"}}`},
 		{method: "PATCH", path: events + "/seq-s?fieldManager=m", contentType: contentApply, body: eventsEvent("seq-s")},
 		{method: "PATCH", path: events + "/seq-s?fieldManager=m", contentType: contentApply,
 			body: strings.Replace(eventsEvent("seq-s"), `"note":"n"`, `"series":{"count":3,"lastObservedTime":"2024-05-01T10:05:00.000000Z"}`, 1)},
-		{method: "GET", path: events, accept: tableAccept},
+		{method: "GET", path: events, accept: TableAccept},
 		{method: "GET", path: events + "/seq-a", accept: "application/yaml"},
 		{method: "DELETE", path: events + "/seq-v?propagationPolicy=Foreground"},
 		{method: "GET", path: events + "/seq-v"},
@@ -128,16 +128,16 @@ func requestSequence(ns string) []sequenceRequest {
 		// Watches: from the start, by field selector, and a watch-list.
 		{method: "GET", path: events + "?watch=1&timeoutSeconds=1&resourceVersion=1"},
 		{method: "GET", path: core + "?watch=1&timeoutSeconds=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&fieldSelector=involvedObject.name%3Dp"},
-		{method: "POST", path: core, contentType: contentJSON, body: coreEvent("", `,"generateName":"seq-gen-"`)},
+		{method: "POST", path: core, contentType: ContentJSON, body: coreEvent("", `,"generateName":"seq-gen-"`)},
 		{method: "GET", path: core + "?resourceVersion=1&resourceVersionMatch=NotOlderThan"},
 	}
 }
 
-// compareRequestSequence sends requestSequence(ns) to ours and theirs (a
+// CompareRequestSequence sends requestSequence(ns) to ours and theirs (a
 // cluster with event-apiserver in it, and kube-apiserver alone) and
 // reports every answer that differs in code, content type, warnings or
 // normalized body.
-func compareRequestSequence(t *testing.T, ours, theirs *rawClient, ns string) {
+func CompareRequestSequence(t *testing.T, ours, theirs *RawClient, ns string) {
 	t.Helper()
 	for i, r := range requestSequence(ns) {
 		header := map[string]string{}
@@ -147,20 +147,20 @@ func compareRequestSequence(t *testing.T, ours, theirs *rawClient, ns string) {
 		if r.accept != "" {
 			header["Accept"] = r.accept
 		}
-		o := ours.do(t, r.method, r.path, []byte(r.body), header)
-		k := theirs.do(t, r.method, r.path, []byte(r.body), header)
+		o := ours.Do(t, r.method, r.path, []byte(r.body), header)
+		k := theirs.Do(t, r.method, r.path, []byte(r.body), header)
 		step := func(format string, args ...any) {
 			t.Helper()
 			t.Errorf("step %d, %s %s (%s): "+format, append([]any{i, r.method, r.path, r.contentType}, args...)...)
 		}
-		if o.code != k.code {
-			step("code %d, kube-apiserver %d\nours: %.500s\nkube: %.500s", o.code, k.code, o.body, k.body)
+		if o.Code != k.Code {
+			step("code %d, kube-apiserver %d\nours: %.500s\nkube: %.500s", o.Code, k.Code, o.Body, k.Body)
 			continue
 		}
-		if o.contentType != k.contentType {
-			step("content type %q, kube-apiserver %q", o.contentType, k.contentType)
+		if o.ContentType != k.ContentType {
+			step("content type %q, kube-apiserver %q", o.ContentType, k.ContentType)
 		}
-		if ow, kw := o.header.Values("Warning"), k.header.Values("Warning"); strings.Join(ow, "\n") != strings.Join(kw, "\n") {
+		if ow, kw := o.Header.Values("Warning"), k.Header.Values("Warning"); strings.Join(ow, "\n") != strings.Join(kw, "\n") {
 			step("warnings differ:\nours: %q\nkube: %q", ow, kw)
 		}
 		if ob, kb := normalizeAnswer(t, o), normalizeAnswer(t, k); !reflect.DeepEqual(ob, kb) {
@@ -176,16 +176,16 @@ var inRecord = regexp.MustCompile(`in record \([^)]*\)`)
 // too) with what differs between any two servers blanked: identities,
 // revisions, times the servers set, continue tokens and the random part of
 // generated names. Other answers are compared as they are.
-func normalizeAnswer(t *testing.T, r response) []any {
+func normalizeAnswer(t *testing.T, r Response) []any {
 	t.Helper()
-	body := r.body
+	body := r.Body
 	switch {
-	case strings.HasPrefix(r.contentType, "application/yaml"):
+	case strings.HasPrefix(r.ContentType, "application/yaml"):
 		var err error
 		if body, err = yaml.YAMLToJSON(body); err != nil {
-			t.Fatalf("answer is not YAML (%v): %.300s", err, r.body)
+			t.Fatalf("answer is not YAML (%v): %.300s", err, r.Body)
 		}
-	case !strings.HasPrefix(r.contentType, "application/json"):
+	case !strings.HasPrefix(r.ContentType, "application/json"):
 		return []any{string(body)}
 	}
 	var values []any

@@ -1,10 +1,12 @@
-package integration
+package history
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,14 +23,14 @@ import (
 // eventrecords is kube-apiserver's, through SubjectAccessReview.
 func TestHistoryAggregated(t *testing.T) {
 	t.Parallel()
-	c := startAggregatedCluster(t)
-	ctx := pollCtx(t)
-	c.registerHistoryAPIService(t)
+	c := framework.StartAggregatedCluster(t)
+	ctx := framework.PollCtx(t)
+	c.RegisterHistoryAPIService(t)
 
-	ns := uniqueName("history-agg")
-	c.createNamespace(t, ns)
+	ns := framework.UniqueName("history-agg")
+	c.CreateNamespace(t, ns)
 	// Written by kube-apiserver (core/v1 stays there), read from etcd by our capture.
-	if _, err := c.client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+	if _, err := c.Client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "by-kube-apiserver"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "p", UID: "uid-agg"},
 		Reason:         "Started", Message: "written through kube-apiserver", Type: corev1.EventTypeNormal, Count: 1, LastTimestamp: metav1.Now(),
@@ -38,8 +40,8 @@ func TestHistoryAggregated(t *testing.T) {
 
 	path := "/apis/history.eventapiserver.io/v1alpha1/namespaces/" + ns + "/eventrecords"
 	var records historyv1alpha1.EventRecordList
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		body, err := c.client.Discovery().RESTClient().Get().AbsPath(path).Param("fieldSelector", "regarding.uid=uid-agg").DoRaw(ctx)
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		body, err := c.Client.Discovery().RESTClient().Get().AbsPath(path).Param("fieldSelector", "regarding.uid=uid-agg").DoRaw(ctx)
 		if err != nil {
 			return false, nil
 		}
@@ -55,8 +57,8 @@ func TestHistoryAggregated(t *testing.T) {
 		t.Errorf("note %q", got)
 	}
 
-	user := uniqueName("reader")
-	forbidden := c.impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error()
+	user := framework.UniqueName("reader")
+	forbidden := c.Impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error()
 	if !apierrors.IsForbidden(forbidden) {
 		t.Fatalf("a user without RBAC on eventrecords: %v, want 403", forbidden)
 	}
@@ -64,24 +66,24 @@ func TestHistoryAggregated(t *testing.T) {
 	// aggregates into would be (aggregation itself is kube-controller-
 	// manager's, which this cluster does not run).
 	var role rbacv1.ClusterRole
-	fromUnstructured(t, findObject(t, splitManifests(t, renderOverlay(t, "overlays/aggregated")), "ClusterRole", "event-apiserver:eventrecords-view"), &role)
+	framework.FromUnstructured(t, framework.FindObject(t, framework.SplitManifests(t, framework.RenderOverlay(t, "overlays/aggregated")), "ClusterRole", "event-apiserver:eventrecords-view"), &role)
 	for _, label := range []string{"aggregate-to-view", "aggregate-to-edit", "aggregate-to-admin"} {
 		if role.Labels["rbac.authorization.k8s.io/"+label] != "true" {
 			t.Errorf("deploy's eventrecords ClusterRole is not labelled %s: %v", label, role.Labels)
 		}
 	}
-	if _, err := c.client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "history-reader"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return c.impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error() == nil, nil
+	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.Impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error() == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("a user granted get/list on eventrecords still cannot list them: %v", err)

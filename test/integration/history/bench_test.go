@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		server *framework.Server
 		pid    int
 		client kubernetes.Interface
-		raw    *rawClient
+		raw    *framework.RawClient
 		ns     string
 		// stored is how many versions capture has stored when caught up.
 		stored int
@@ -74,7 +74,7 @@ func TestHistoryCaptureCPU(t *testing.T) {
 			"--event-rate-limit-qps=0", "--event-rate-limit-update-qps=0", "--event-rate-limit-global-qps=0",
 			"--event-rate-limit-user-qps=0", "--event-rate-limit-bytes-qps=0", "--event-rate-limit-global-bytes-qps=0",
 		}})
-		pid, err := findServerPID(server.DataDir)
+		pid, err := framework.FindServerPID(server.DataDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestHistoryCaptureCPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		targets = append(targets, &target{mode: mode, server: server, pid: pid, client: client,
-			raw: adminRawClient(t, server), ns: uniqueName("bench")})
+			raw: framework.AdminRawClient(t, server), ns: framework.UniqueName("bench")})
 	}
 	create := func(tg *target, n int, prefix string) {
 		var wg sync.WaitGroup
@@ -121,8 +121,8 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		}
 		// Every scrape of /metrics costs the server milliseconds of CPU,
 		// counted against "on" only: a few, not one per 50 ms.
-		err := wait.PollUntilContextTimeout(pollCtx(t), 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-			m := string(tg.raw.do(t, "GET", "/metrics", nil, nil).body)
+		err := wait.PollUntilContextTimeout(framework.PollCtx(t), 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			m := string(tg.raw.Do(t, "GET", "/metrics", nil, nil).Body)
 			return strings.Contains(m, fmt.Sprintf("event_apiserver_history_versions_written_total %d\n", tg.stored)), nil
 		})
 		if err != nil {
@@ -267,18 +267,18 @@ func TestHistoryQueryAtScale(t *testing.T) {
 		EmbeddedEtcdPort: framework.FreePort(t),
 		ExtraArgs:        []string{"--history-dsn=" + path, "--history-retention=0"},
 	})
-	c := adminRawClient(t, server)
+	c := framework.AdminRawClient(t, server)
 	if live > 0 {
 		preloadLive(t, server, live)
 	}
 	list := func(path string) historyv1alpha1.EventRecordList {
 		t.Helper()
-		resp := c.do(t, "GET", path, nil, nil)
-		if resp.code != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.code, resp.body)
+		resp := c.Do(t, "GET", path, nil, nil)
+		if resp.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.Code, resp.Body)
 		}
 		var l historyv1alpha1.EventRecordList
-		if err := json.Unmarshal(resp.body, &l); err != nil {
+		if err := json.Unmarshal(resp.Body, &l); err != nil {
 			t.Fatal(err)
 		}
 		return l
@@ -371,7 +371,7 @@ func preloadLive(t *testing.T, server *framework.Server, n int) {
 		t.Fatal(err)
 	}
 	t.Logf("history capture had stored them %v later", took.Round(time.Second))
-	pid, err := findServerPID(server.DataDir)
+	pid, err := framework.FindServerPID(server.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -22,8 +22,8 @@ import (
 // are lost: etcd no longer has them (the documented limit).
 func TestHistoryAfterCompaction(t *testing.T) {
 	t.Parallel()
-	for _, store := range historyStores {
-		t.Run(store.name, func(t *testing.T) { testHistoryAfterCompaction(t, store.args(t)) })
+	for _, store := range framework.HistoryStores {
+		t.Run(store.Name, func(t *testing.T) { testHistoryAfterCompaction(t, store.Args(t)) })
 	}
 }
 
@@ -34,9 +34,9 @@ func testHistoryAfterCompaction(t *testing.T, storeArgs []string) {
 		ExtraArgs:   append([]string{"--history-batch-interval=50ms"}, storeArgs...),
 	})
 	other := framework.StartServer(t, framework.ServerOptions{EtcdServers: etcd.ClientURL(), ExtraArgs: []string{"--history=false"}})
-	c := adminRawClient(t, server)
-	ctx := pollCtx(t)
-	ns := uniqueName("compaction")
+	c := framework.AdminRawClient(t, server)
+	ctx := framework.PollCtx(t)
+	ns := framework.UniqueName("compaction")
 	events := other.Client(t).CoreV1().Events(ns)
 	for _, name := range []string{"kept", "deleted"} {
 		_, err := events.Create(ctx, &corev1.Event{
@@ -51,9 +51,9 @@ func testHistoryAfterCompaction(t *testing.T, storeArgs []string) {
 	waitRecords := func(what string, ok func(live, deleted map[string]string) bool) {
 		t.Helper()
 		var live, deleted map[string]string
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
 			live, deleted = map[string]string{}, map[string]string{}
-			for _, r := range listAllEventRecords(t, c, ns, "", 0) {
+			for _, r := range framework.ListAllEventRecords(t, c, ns, "", 0) {
 				if r.Live {
 					live[r.Name] = r.Event.Note
 				} else {
@@ -102,8 +102,8 @@ func testHistoryAfterCompaction(t *testing.T, storeArgs []string) {
 	if !server.LogContains("etcd compacted past the Event history capture's revision") {
 		t.Error("no log line about the compaction")
 	}
-	metrics := c.do(t, "GET", "/metrics", nil, nil)
-	if !strings.Contains(string(metrics.body), `event_apiserver_history_capture_relists_total{reason="compacted"} 1`) {
+	metrics := c.Do(t, "GET", "/metrics", nil, nil)
+	if !strings.Contains(string(metrics.Body), `event_apiserver_history_capture_relists_total{reason="compacted"} 1`) {
 		t.Error("event_apiserver_history_capture_relists_total{reason=\"compacted\"} is not 1")
 	}
 }

@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -33,13 +33,13 @@ var eventRecordsResource = schema.GroupVersionResource{Group: "history.eventapis
 // feedDelivery is one eventrecord a consumer received.
 type feedDelivery struct {
 	typ     watch.EventType
-	key     versionKey
+	key     framework.VersionKey
 	rv      string
 	deleted bool
 }
 
 func (d feedDelivery) String() string {
-	return fmt.Sprintf("%s %s@%s rv=%s deleted=%v", d.typ, d.key.uid, d.key.rv, d.rv, d.deleted)
+	return fmt.Sprintf("%s %s@%s rv=%s deleted=%v", d.typ, d.key.UID, d.key.RV, d.rv, d.deleted)
 }
 
 func toDelivery(typ watch.EventType, obj any) (feedDelivery, bool) {
@@ -50,7 +50,7 @@ func toDelivery(typ watch.EventType, obj any) (feedDelivery, bool) {
 	uid, _, _ := unstructured.NestedString(u.Object, "event", "metadata", "uid")
 	rv, _, _ := unstructured.NestedString(u.Object, "event", "metadata", "resourceVersion")
 	deleted, _, _ := unstructured.NestedString(u.Object, "deletedAt")
-	return feedDelivery{typ: typ, key: versionKey{uid, rv}, rv: u.GetResourceVersion(), deleted: deleted != ""}, true
+	return feedDelivery{typ: typ, key: framework.VersionKey{UID: uid, RV: rv}, rv: u.GetResourceVersion(), deleted: deleted != ""}, true
 }
 
 // feedConsumer is an exporter as client-go builds one: an informer on
@@ -81,7 +81,7 @@ func (c *feedConsumer) run(ctx context.Context, t *testing.T, config *rest.Confi
 	t.Helper()
 	config = rest.CopyConfig(config)
 	config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		return framework.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			if req.URL.Query().Get("sendInitialEvents") == "true" {
 				c.mu.Lock()
 				c.watchLists++
@@ -115,8 +115,8 @@ func (c *feedConsumer) run(ctx context.Context, t *testing.T, config *rest.Confi
 // oldest changes and a cursor before them gets kube-apiserver's 410.
 func TestHistoryFeedResume(t *testing.T) {
 	t.Parallel()
-	for _, store := range historyStores {
-		t.Run(store.name, func(t *testing.T) { testHistoryFeedResume(t, store.name, store.args(t)) })
+	for _, store := range framework.HistoryStores {
+		t.Run(store.Name, func(t *testing.T) { testHistoryFeedResume(t, store.Name, store.Args(t)) })
 	}
 }
 
@@ -132,11 +132,11 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	if storeName == "postgres" {
 		replicas = append(replicas, framework.StartServer(t, opts))
 	}
-	truth := watchEtcdTruth(t, etcd.Client(t))
-	ctx := pollCtx(t)
-	ns := uniqueName("feed")
+	truth := framework.WatchEtcdTruth(t, etcd.Client(t))
+	ctx := framework.PollCtx(t)
+	ns := framework.UniqueName("feed")
 	client := first.Client(t)
-	pod := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: types.UID(uniqueName("uid")), APIVersion: "v1"}
+	pod := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: types.UID(framework.UniqueName("uid")), APIVersion: "v1"}
 	create := func(name, reason string, lastSeen time.Time) {
 		t.Helper()
 		at := metav1.NewTime(lastSeen)
@@ -161,10 +161,10 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	// and every deletion, ends included.
 	inHistory := func(server *framework.Server) {
 		t.Helper()
-		c := adminRawClient(t, server)
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
-			versions, deleted := truth.snapshot(t)
-			records := listAllEventRecords(t, c, ns, "", 500)
+		c := framework.AdminRawClient(t, server)
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+			versions, deleted := truth.Snapshot(t)
+			records := framework.ListAllEventRecords(t, c, ns, "", 500)
 			if len(records) != len(versions) {
 				return false, nil
 			}
@@ -196,7 +196,7 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	inHistory(first)
 	waitDelivered := func(n int) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
 			return len(consumer.snapshot()) >= n, nil
 		})
 		if err != nil {
@@ -209,7 +209,7 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	if consumer.watchLists == 0 {
 		t.Error("the informer never asked for sendInitialEvents: client-go's watch-list path was not exercised")
 	}
-	delivered := map[versionKey]bool{}
+	delivered := map[framework.VersionKey]bool{}
 	for _, d := range before {
 		if d.typ != watch.Added || delivered[d.key] || d.deleted {
 			t.Errorf("before the stop: %s (want each version ADDED once, live)", d)
@@ -219,9 +219,9 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	// The last delivery is the newest: a live change after the initial state.
 	resumeRV := before[len(before)-1].rv
 	var oldRV string
-	seenVersions, _ := truth.snapshot(t)
+	seenVersions, _ := truth.Snapshot(t)
 	for _, d := range before {
-		if rvInt(t, d.rv) > rvInt(t, resumeRV) {
+		if framework.RVInt(t, d.rv) > framework.RVInt(t, resumeRV) {
 			t.Errorf("%s is newer than the last delivery's %s", d, resumeRV)
 		}
 		if v := seenVersions[d.key]; v != nil && v.Name == "old" {
@@ -237,8 +237,8 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 	update("steady-2", 2)
 	update("expiring-1", 2)
 	create("steady-5", "Steady", time.Now())
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
-		_, deleted := truth.snapshot(t)
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+		_, deleted := truth.Snapshot(t)
 		return len(deleted) == 3, nil
 	})
 	if err != nil {
@@ -257,15 +257,15 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 
 	// What the consumer missed: every version etcd held that it did not
 	// receive, and the end of each Event that expired.
-	versions, deleted := truth.snapshot(t)
+	versions, deleted := truth.Snapshot(t)
 	// An end is one MODIFIED per version of the Event, as each
 	// record's live changed: the consumer receives every one.
-	wantAdded, wantEnded := map[versionKey]bool{}, map[versionKey]bool{}
+	wantAdded, wantEnded := map[framework.VersionKey]bool{}, map[framework.VersionKey]bool{}
 	for k := range versions {
 		if !delivered[k] {
 			wantAdded[k] = true
 		}
-		if deleted[k.uid] {
+		if deleted[k.UID] {
 			wantEnded[k] = true
 		}
 	}
@@ -280,11 +280,11 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 		t.Run(name, func(t *testing.T) {
 			got := resumeFeed(ctx, t, server.Config(t), ns, resumeRV, len(wantAdded)+len(wantEnded), sentinels)
 			resumed = append(resumed, got)
-			last := rvInt(t, resumeRV)
-			added := map[versionKey]int{}
-			ended := map[versionKey]int{}
+			last := framework.RVInt(t, resumeRV)
+			added := map[framework.VersionKey]int{}
+			ended := map[framework.VersionKey]int{}
 			for _, d := range got {
-				if rv := rvInt(t, d.rv); rv <= last {
+				if rv := framework.RVInt(t, d.rv); rv <= last {
 					t.Errorf("%s after resourceVersion %d: out of order or repeated", d, last)
 				} else {
 					last = rv
@@ -310,7 +310,7 @@ func testHistoryFeedResume(t *testing.T, storeName string, storeArgs []string) {
 			}
 			for k := range wantEnded {
 				if ended[k] != 1 {
-					t.Errorf("the end of Event %s on its version %s received %d times, want once", k.uid, k.rv, ended[k])
+					t.Errorf("the end of Event %s on its version %s received %d times, want once", k.UID, k.RV, ended[k])
 				}
 			}
 			if len(ended) != len(wantEnded) {
@@ -350,8 +350,8 @@ func TestHistoryFeedInformerAgreesWithList(t *testing.T) {
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
 		"--history-batch-interval=50ms", "--event-ttl-rule=reason=Expiring:2s",
 	}})
-	ctx := pollCtx(t)
-	ns := uniqueName("feed-informer")
+	ctx := framework.PollCtx(t)
+	ns := framework.UniqueName("feed-informer")
 	client := server.Client(t)
 	create := func(name, reason string) {
 		t.Helper()
@@ -395,7 +395,7 @@ func TestHistoryFeedInformerAgreesWithList(t *testing.T) {
 		return out
 	}
 	var listed, held map[string]string
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := dyn.Resource(eventRecordsResource).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -465,11 +465,11 @@ func resumeFeed(ctx context.Context, t *testing.T, config *rest.Config, ns, rv s
 		if !ok {
 			t.Fatalf("watch event %s of %T", ev.Type, ev.Object)
 		}
-		if sentinel != "" && d.key.uid == sentinel {
+		if sentinel != "" && d.key.UID == sentinel {
 			sentinels[sentinel] = true
 			return got
 		}
-		if sentinels[d.key.uid] {
+		if sentinels[d.key.UID] {
 			continue
 		}
 		got = append(got, d)
@@ -507,9 +507,9 @@ func testFeedTooOld(ctx context.Context, t *testing.T, server *framework.Server,
 		t.Fatal("the consumer never received the old Event")
 	}
 	dyn := dynamic.NewForConfigOrDie(server.Config(t)).Resource(eventRecordsResource).Namespace(ns)
-	before := strconv.FormatInt(rvInt(t, oldRV)-1, 10)
+	before := strconv.FormatInt(framework.RVInt(t, oldRV)-1, 10)
 	var status metav1.Status
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		w, err := dyn.Watch(ctx, metav1.ListOptions{ResourceVersion: before})
 		if err != nil {
 			return false, err
@@ -534,7 +534,7 @@ func testFeedTooOld(ctx context.Context, t *testing.T, server *framework.Server,
 	if m == nil || m[1] != before || status.Status != want.Status || status.Reason != want.Reason || status.Code != want.Code || status.Details != nil {
 		t.Fatalf("watch from %s: %+v, want kube-apiserver's %+v with %q", before, status, want, "too old resource version: "+before+" (floor)")
 	}
-	if floor := rvInt(t, m[2]); floor < rvInt(t, oldRV) {
+	if floor := framework.RVInt(t, m[2]); floor < framework.RVInt(t, oldRV) {
 		t.Errorf("floor %d is before the removed version's resourceVersion %s", floor, oldRV)
 	}
 	_, err = dyn.List(ctx, metav1.ListOptions{ResourceVersion: before, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
@@ -544,7 +544,7 @@ func testFeedTooOld(ctx context.Context, t *testing.T, server *framework.Server,
 	// The floor itself is a valid cursor (once retention has finished
 	// its pass, the floor it names stays).
 	floor := m[2]
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		timeout := int64(1)
 		w, err := dyn.Watch(ctx, metav1.ListOptions{ResourceVersion: floor, TimeoutSeconds: &timeout})
 		if err != nil {

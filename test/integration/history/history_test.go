@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -30,8 +30,8 @@ const historyTTL = 3 * time.Second
 // field selectors and the time window, newest first and paged.
 func TestHistoryKeepsEveryVersion(t *testing.T) {
 	t.Parallel()
-	for _, store := range historyStores {
-		t.Run(store.name, func(t *testing.T) { testHistoryKeepsEveryVersion(t, store.args(t)) })
+	for _, store := range framework.HistoryStores {
+		t.Run(store.Name, func(t *testing.T) { testHistoryKeepsEveryVersion(t, store.Args(t)) })
 	}
 }
 
@@ -41,21 +41,21 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 		EmbeddedEtcdPort: framework.FreePort(t),
 		ExtraArgs:        append([]string{"--history-batch-interval=50ms"}, storeArgs...),
 	})
-	truth := watchEtcdTruth(t, etcdClient(t, server.EtcdURL))
-	c := adminRawClient(t, server)
-	ns := uniqueName("history")
-	ctx := pollCtx(t)
+	truth := framework.WatchEtcdTruth(t, framework.EtcdClient(t, server.EtcdURL))
+	c := framework.AdminRawClient(t, server)
+	ns := framework.UniqueName("history")
+	ctx := framework.PollCtx(t)
 
 	base := time.Now().Add(-time.Hour).Truncate(time.Second).UTC()
 	at := func(d time.Duration) metav1.Time { return metav1.NewTime(base.Add(d)) }
-	podA := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-a", UID: types.UID(uniqueName("uid-a")), APIVersion: "v1"}
-	podB := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-b", UID: types.UID(uniqueName("uid-b")), APIVersion: "v1"}
-	podC := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-c", UID: types.UID(uniqueName("uid-c")), APIVersion: "v1"}
+	podA := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-a", UID: types.UID(framework.UniqueName("uid-a")), APIVersion: "v1"}
+	podB := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-b", UID: types.UID(framework.UniqueName("uid-b")), APIVersion: "v1"}
+	podC := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-c", UID: types.UID(framework.UniqueName("uid-c")), APIVersion: "v1"}
 
-	mustSend := func(r request, want int) {
+	mustSend := func(r framework.Request, want int) {
 		t.Helper()
-		if resp := c.send(t, r); resp.code != want {
-			t.Fatalf("%s %s: %d, want %d: %s", r.method, r.path, resp.code, want, resp.body)
+		if resp := c.Send(t, r); resp.Code != want {
+			t.Fatalf("%s %s: %d, want %d: %s", r.Method, r.Path, resp.Code, want, resp.Body)
 		}
 	}
 	marshal := func(v any) []byte {
@@ -69,33 +69,33 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 	// core/v1, as tools/record: a create, then strategic merge patches of
 	// count, lastTimestamp and message.
 	corePath := "/api/v1/namespaces/" + ns + "/events"
-	mustSend(request{method: "POST", path: corePath, contentType: "application/json", body: marshal(&corev1.Event{
+	mustSend(framework.Request{Method: "POST", Path: corePath, ContentType: "application/json", Body: marshal(&corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "pod-a.backoff"},
 		InvolvedObject: podA, Reason: "BackOff", Message: "Back-off restarting failed container 1", Type: corev1.EventTypeWarning,
 		Source: corev1.EventSource{Component: "kubelet", Host: "node-1"}, Count: 1,
 		FirstTimestamp: at(time.Minute), LastTimestamp: at(time.Minute),
 	})}, 201)
 	for i := 2; i <= 3; i++ {
-		mustSend(request{method: "PATCH", path: corePath + "/pod-a.backoff", contentType: "application/strategic-merge-patch+json",
-			body: marshal(map[string]any{"count": i, "lastTimestamp": at(time.Duration(i) * time.Minute), "message": fmt.Sprint("Back-off restarting failed container ", i)})}, 200)
+		mustSend(framework.Request{Method: "PATCH", Path: corePath + "/pod-a.backoff", ContentType: "application/strategic-merge-patch+json",
+			Body: marshal(map[string]any{"count": i, "lastTimestamp": at(time.Duration(i) * time.Minute), "message": fmt.Sprint("Back-off restarting failed container ", i)})}, 200)
 	}
 
 	// events.k8s.io/v1, as tools/events: a singleton, then series heartbeats.
 	eventsPath := "/apis/events.k8s.io/v1/namespaces/" + ns + "/events"
 	related := podA
-	mustSend(request{method: "POST", path: eventsPath, contentType: "application/json", body: marshal(&eventsv1.Event{
+	mustSend(framework.Request{Method: "POST", Path: eventsPath, ContentType: "application/json", Body: marshal(&eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: "pod-b.scheduled"},
 		EventTime:  metav1.NewMicroTime(base.Add(90 * time.Second)), ReportingController: "default-scheduler", ReportingInstance: "scheduler-1",
 		Action: "Binding", Reason: "Scheduled", Regarding: podB, Related: &related, Note: "assigned", Type: corev1.EventTypeNormal,
 	})}, 201)
 	for i := 2; i <= 3; i++ {
-		mustSend(request{method: "PATCH", path: eventsPath + "/pod-b.scheduled", contentType: "application/merge-patch+json",
-			body: marshal(map[string]any{"series": map[string]any{"count": i, "lastObservedTime": metav1.NewMicroTime(base.Add(time.Duration(i)*time.Minute + 30*time.Second))}})}, 200)
+		mustSend(framework.Request{Method: "PATCH", Path: eventsPath + "/pod-b.scheduled", ContentType: "application/merge-patch+json",
+			Body: marshal(map[string]any{"series": map[string]any{"count": i, "lastObservedTime": metav1.NewMicroTime(base.Add(time.Duration(i)*time.Minute + 30*time.Second))}})}, 200)
 	}
 
 	// Singletons about a third object, so that pages hold more than one object.
 	for i := 0; i < 5; i++ {
-		mustSend(request{method: "POST", path: corePath, contentType: "application/json", body: marshal(&corev1.Event{
+		mustSend(framework.Request{Method: "POST", Path: corePath, ContentType: "application/json", Body: marshal(&corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("pod-c.%d", i)},
 			InvolvedObject: podC, Reason: "Pulled", Message: fmt.Sprint("pulled ", i), Type: corev1.EventTypeNormal,
 			Source: corev1.EventSource{Component: "kubelet"}, Count: 1,
@@ -104,24 +104,24 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 	}
 
 	// Every Event expires with its lease; the test's own etcd watch sees it.
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, historyTTL+60*time.Second, true, func(context.Context) (bool, error) {
-		versions, deleted := truth.snapshot(t)
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, historyTTL+60*time.Second, true, func(context.Context) (bool, error) {
+		versions, deleted := truth.Snapshot(t)
 		uids := map[string]bool{}
 		for k := range versions {
-			uids[k.uid] = true
+			uids[k.UID] = true
 		}
 		return len(versions) == 3+3+5 && len(deleted) == len(uids) && len(uids) == 7, nil
 	})
 	if err != nil {
-		versions, deleted := truth.snapshot(t)
+		versions, deleted := truth.Snapshot(t)
 		t.Fatalf("waiting for 11 versions of 7 Events to be written and expire: %v (versions %d, deleted %d)", err, len(versions), len(deleted))
 	}
-	versions, deleted := truth.snapshot(t)
+	versions, deleted := truth.Snapshot(t)
 
 	// History catches up: every version etcd held, once, marked deleted.
 	var all []historyv1alpha1.EventRecord
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
-		all = listAllEventRecords(t, c, ns, "", 0)
+	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
+		all = framework.ListAllEventRecords(t, c, ns, "", 0)
 		for _, r := range all {
 			if r.Live {
 				return false, nil
@@ -132,32 +132,32 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 	if err != nil {
 		t.Fatalf("history holds %d records (or some still live), want %d, all deleted: %v", len(all), len(versions), err)
 	}
-	seen := map[versionKey]bool{}
+	seen := map[framework.VersionKey]bool{}
 	for _, r := range all {
-		key := versionKey{string(r.Event.UID), r.Event.ResourceVersion}
+		key := framework.VersionKey{UID: string(r.Event.UID), RV: r.Event.ResourceVersion}
 		want, ok := versions[key]
 		if !ok || seen[key] {
 			t.Errorf("record %s: in etcd %v, seen before %v", r.Name, ok, seen[key])
 			continue
 		}
 		seen[key] = true
-		if !deleted[key.uid] || r.DeletedAt == nil {
-			t.Errorf("record %s: deletedAt %v, but etcd deleted the Event: %v", r.Name, r.DeletedAt, deleted[key.uid])
+		if !deleted[key.UID] || r.DeletedAt == nil {
+			t.Errorf("record %s: deletedAt %v, but etcd deleted the Event: %v", r.Name, r.DeletedAt, deleted[key.UID])
 		}
 		if r.Name != want.Name+"."+want.ResourceVersion || r.Namespace != ns {
 			t.Errorf("record named %s/%s, want %s/%s.%s", r.Namespace, r.Name, ns, want.Name, want.ResourceVersion)
 		}
 		got := r.Event
 		got.TypeMeta = metav1.TypeMeta{}
-		if diff := cmp.Diff(eventsV1FromCore(want), &got); diff != "" {
+		if diff := cmp.Diff(framework.EventsV1FromCore(want), &got); diff != "" {
 			t.Errorf("record %s differs from what etcd held (-etcd +history):\n%s", r.Name, diff)
 		}
 	}
 	assertNewestFirst(t, all)
 
 	uidA, uidB, uidC := string(podA.UID), string(podB.UID), string(podC.UID)
-	byUID := func(uids ...string) []versionKey {
-		var keys []versionKey
+	byUID := func(uids ...string) []framework.VersionKey {
+		var keys []framework.VersionKey
 		for k := range versions {
 			for _, u := range uids {
 				if versions[k].InvolvedObject.UID == types.UID(u) {
@@ -171,7 +171,7 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 	cases := []struct {
 		name     string
 		selector string
-		want     []versionKey
+		want     []framework.VersionKey
 	}{
 		{"one object", "regarding.uid=" + uidA, byUID(uidA)},
 		{"regarding or related", "regardingOrRelated.uid=" + uidA, byUID(uidA, uidB)},
@@ -189,9 +189,9 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, limit := range []int{0, 1, 2} {
-				got := listAllEventRecords(t, c, ns, tc.selector, limit)
+				got := framework.ListAllEventRecords(t, c, ns, tc.selector, limit)
 				assertNewestFirst(t, got)
-				if diff := cmp.Diff(sortedVersionKeys(tc.want), sortedVersionKeys(recordKeys(got)), cmp.AllowUnexported(versionKey{})); diff != "" {
+				if diff := cmp.Diff(sortedVersionKeys(tc.want), sortedVersionKeys(framework.RecordKeys(got)), cmp.AllowUnexported(framework.VersionKey{})); diff != "" {
 					t.Errorf("limit %d: records (-want +got):\n%s", limit, diff)
 				}
 			}
@@ -199,20 +199,20 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 	}
 
 	t.Run("all namespaces", func(t *testing.T) {
-		got := listAllEventRecords(t, c, "", "regarding.uid="+uidA, 2)
+		got := framework.ListAllEventRecords(t, c, "", "regarding.uid="+uidA, 2)
 		if len(got) != 3 {
 			t.Fatalf("%d records of pod-a across namespaces, want 3", len(got))
 		}
 	})
 	t.Run("get", func(t *testing.T) {
-		resp := c.do(t, "GET", eventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+all[0].Name, nil, nil)
+		resp := c.Do(t, "GET", framework.EventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+all[0].Name, nil, nil)
 		var r historyv1alpha1.EventRecord
-		if resp.code != 200 || json.Unmarshal(resp.body, &r) != nil || r.Event.UID != all[0].Event.UID {
-			t.Fatalf("GET %s: %d %s", all[0].Name, resp.code, resp.body)
+		if resp.Code != 200 || json.Unmarshal(resp.Body, &r) != nil || r.Event.UID != all[0].Event.UID {
+			t.Fatalf("GET %s: %d %s", all[0].Name, resp.Code, resp.Body)
 		}
 		for _, name := range []string{"pod-a.backoff", "pod-a.backoff.1", "nope.x"} {
-			if resp := c.do(t, "GET", eventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+name, nil, nil); resp.code != 404 {
-				t.Errorf("GET %s: %d, want 404", name, resp.code)
+			if resp := c.Do(t, "GET", framework.EventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+name, nil, nil); resp.Code != 404 {
+				t.Errorf("GET %s: %d, want 404", name, resp.Code)
 			}
 		}
 	})
@@ -226,16 +226,16 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 			"bad continue":    {"continue": {"not-a-token"}},
 			"forged continue": {"continue": {"eyJ2Ijo5fQ"}},
 		} {
-			if _, resp := listEventRecords(t, c, ns, query); resp.code != 400 {
-				t.Errorf("%s: %d, want 400: %s", name, resp.code, resp.body)
+			if _, resp := framework.ListEventRecords(t, c, ns, query); resp.Code != 400 {
+				t.Errorf("%s: %d, want 400: %s", name, resp.Code, resp.Body)
 			}
 		}
 	})
 }
 
 // keysWithLastSeen are the versions of uid whose last occurrence is in [since, until).
-func keysWithLastSeen(versions map[versionKey]*corev1.Event, since, until time.Time, uid string) []versionKey {
-	var keys []versionKey
+func keysWithLastSeen(versions map[framework.VersionKey]*corev1.Event, since, until time.Time, uid string) []framework.VersionKey {
+	var keys []framework.VersionKey
 	for k, e := range versions {
 		last := e.LastTimestamp.Time
 		if e.Series != nil {
@@ -248,10 +248,10 @@ func keysWithLastSeen(versions map[versionKey]*corev1.Event, since, until time.T
 	return keys
 }
 
-func sortedVersionKeys(keys []versionKey) []string {
+func sortedVersionKeys(keys []framework.VersionKey) []string {
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, k.uid+"@"+k.rv)
+		out = append(out, k.UID+"@"+k.RV)
 	}
 	sort.Strings(out)
 	return out

@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -42,12 +42,12 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	kubePID := kube.Process().PID()
 	// The defaults: the last of a repeated flag wins.
-	replica := startHistoryOnlyReplica(t, kube, []string{"--history-batch-interval=1s", "--history-batch-size=500"})
+	replica := framework.StartHistoryOnlyReplica(t, kube, []string{"--history-batch-interval=1s", "--history-batch-size=500"})
 	clients := make([]kubernetes.Interface, 4)
 	for i := range clients {
 		clients[i] = kube.Client(t)
 	}
-	ns := uniqueName("capture-cost")
+	ns := framework.UniqueName("capture-cost")
 	if _, err := clients[0].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	stored := func() {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-			return replica.metric(t, "event_apiserver_history_capture_revision") >= float64(lastRV), nil
+			return replica.Metric(t, "event_apiserver_history_capture_revision") >= float64(lastRV), nil
 		})
 		if err != nil {
 			t.Fatalf("history never reached resourceVersion %d: %v", lastRV, err)
@@ -115,11 +115,11 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	var onCreates, offCreates int
 	for r := 0; r < rounds; r++ {
 		capturing := r%2 == 0
-		if capturing && !replica.proc.Running() {
-			replica.start(t)
+		if capturing && !replica.Proc.Running() {
+			replica.Start(t)
 		}
 		if !capturing {
-			if err := replica.proc.Stop(); err != nil {
+			if err := replica.Proc.Stop(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -134,11 +134,11 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 			offCreates += creates
 		}
 	}
-	if !replica.proc.Running() {
-		replica.start(t)
+	if !replica.Proc.Running() {
+		replica.Start(t)
 	}
 	stored()
-	records := len(listAllEventRecords(t, replica.client, ns, "", 1000))
+	records := len(framework.ListAllEventRecords(t, replica.Client, ns, "", 1000))
 
 	// Lag, capture running and caught up.
 	samples := []float64{}
@@ -147,7 +147,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		_ = wait.PollUntilContextCancel(sampleCtx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-			samples = append(samples, replica.metric(t, "event_apiserver_history_capture_lag_seconds"))
+			samples = append(samples, replica.Metric(t, "event_apiserver_history_capture_lag_seconds"))
 			return false, nil
 		})
 	}()

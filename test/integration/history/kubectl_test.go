@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -21,9 +21,9 @@ func TestHistoryKubectl(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{"--history-batch-interval=50ms"}})
 	client := server.Client(t)
-	ctx := pollCtx(t)
-	ns := uniqueName("history-kubectl")
-	uid := uniqueName("uid")
+	ctx := framework.PollCtx(t)
+	ns := framework.UniqueName("history-kubectl")
+	uid := framework.UniqueName("uid")
 	now := metav1.Now()
 	for i, reason := range []string{"Pulling", "Pulled", "Started"} {
 		_, err := client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
@@ -38,8 +38,8 @@ func TestHistoryKubectl(t *testing.T) {
 	}
 
 	var out string
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
-		out = mustKubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "regarding.uid="+uid+",since=168h")
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
+		out = framework.MustKubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "regarding.uid="+uid+",since=168h")
 		return strings.Count(out, "Pod/web-1") == 3, nil
 	})
 	if err != nil {
@@ -57,25 +57,25 @@ func TestHistoryKubectl(t *testing.T) {
 
 	// The same week by the object's kind and name, as docs/operations.md
 	// gives it for a pod whose uid the user does not have at hand.
-	if out := mustKubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "regarding.kind=Pod,regarding.name=web-1,since=168h"); strings.Count(out, "Pod/web-1") != 3 {
+	if out := framework.MustKubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "regarding.kind=Pod,regarding.name=web-1,since=168h"); strings.Count(out, "Pod/web-1") != 3 {
 		t.Errorf("by kind and name: %s", out)
 	}
 	// kubectl watches history as any resource: the records first, then
 	// the changes (none here) until the request's timeout ends the watch.
-	if out, stderr, _ := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "-w", "--request-timeout=2s"); strings.Count(out, "Pod/web-1") != 3 || strings.Contains(stderr, "not supported") {
+	if out, stderr, _ := framework.Kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "-w", "--request-timeout=2s"); strings.Count(out, "Pod/web-1") != 3 || strings.Contains(stderr, "not supported") {
 		t.Errorf("kubectl get eventrecords -w: stdout %q, stderr %q", out, stderr)
 	}
 
-	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "since=last-week"); err == nil || !strings.Contains(stderr, "invalid field selector since=last-week") {
+	if _, stderr, err := framework.Kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "since=last-week"); err == nil || !strings.Contains(stderr, "invalid field selector since=last-week") {
 		t.Errorf("a bad window: err %v, stderr %q", err, stderr)
 	}
-	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "involvedObject.uid="+uid); err == nil || !strings.Contains(stderr, "field label not supported: involvedObject.uid") {
+	if _, stderr, err := framework.Kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns, "--field-selector", "involvedObject.uid="+uid); err == nil || !strings.Contains(stderr, "field label not supported: involvedObject.uid") {
 		t.Errorf("a core/v1 label: err %v, stderr %q", err, stderr)
 	}
 
 	// kubectl resolves "events" and "ev" to core/v1 Events, as before.
 	for _, resource := range []string{"events", "ev"} {
-		_, stderr, err := kubectl(t, server.Kubeconfig, "get", resource, "-n", ns, "-v=6")
+		_, stderr, err := framework.Kubectl(t, server.Kubeconfig, "get", resource, "-n", ns, "-v=6")
 		if err != nil || !strings.Contains(stderr, "/api/v1/namespaces/"+ns+"/events") {
 			t.Errorf("kubectl get %s did not list core/v1 Events (%v):\n%s", resource, err, stderr)
 		}

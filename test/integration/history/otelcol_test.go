@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"bufio"
@@ -109,7 +109,7 @@ service:
 type exportedRecord struct {
 	watchType string
 	name      string
-	key       versionKey
+	key       framework.VersionKey
 	deleted   bool
 	reason    string
 	attrs     map[string]any
@@ -155,7 +155,7 @@ func (c *collectorRun) readExported(t *testing.T) []exportedRecord {
 					if uid == "" || rv == "" || typ == "" {
 						t.Fatalf("%s: a log record whose body is not a watch event of an eventrecord: %v", c.out, body)
 					}
-					out = append(out, exportedRecord{watchType: typ, name: name, key: versionKey{uid, rv}, deleted: deleted,
+					out = append(out, exportedRecord{watchType: typ, name: name, key: framework.VersionKey{UID: uid, RV: rv}, deleted: deleted,
 						reason: reason, attrs: otlpAttributes(lr.Attributes), resource: resource})
 				}
 			}
@@ -261,29 +261,29 @@ func TestOTelCollectorFeed(t *testing.T) {
 		EventTTL:  time.Hour,
 		ExtraArgs: []string{"--history-batch-interval=100ms", "--event-ttl-rule=reason=Expiring:2s"},
 	})
-	ctx := pollCtx(t)
+	ctx := framework.PollCtx(t)
 	client := server.Client(t)
-	raw := adminRawClient(t, server)
-	ns := uniqueName("otel")
+	raw := framework.AdminRawClient(t, server)
+	ns := framework.UniqueName("otel")
 	dir := t.TempDir()
 
 	// The pinned collector starts from the feed's cursor before any Event of
 	// the test was written.
-	list, resp := listEventRecords(t, raw, ns, nil)
-	if resp.code != 200 || list.ResourceVersion == "" {
-		t.Fatalf("listing eventrecords: %d %s", resp.code, resp.body)
+	list, resp := framework.ListEventRecords(t, raw, ns, nil)
+	if resp.Code != 200 || list.ResourceVersion == "" {
+		t.Fatalf("listing eventrecords: %d %s", resp.Code, resp.Body)
 	}
 	startCursor := list.ResourceVersion
 
 	phases := []otelPhase{{"running", true}, {"stopped with SIGTERM", false}, {"restarted", true},
 		{"stopped with SIGKILL", false}, {"restarted again", true}}
 	// Where each version and each end was written.
-	versionPhase := map[versionKey]int{}
-	versionName := map[versionKey]string{}
+	versionPhase := map[framework.VersionKey]int{}
+	versionName := map[framework.VersionKey]string{}
 	endPhase := map[string]int{}
 	phase := 0
 
-	pod := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: types.UID(uniqueName("uid")), APIVersion: "v1"}
+	pod := corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: types.UID(framework.UniqueName("uid")), APIVersion: "v1"}
 	create := func(name, reason string) *corev1.Event {
 		t.Helper()
 		now := metav1.Now()
@@ -300,8 +300,8 @@ func TestOTelCollectorFeed(t *testing.T) {
 	write := func(name, reason string) {
 		t.Helper()
 		ev := create(name, reason)
-		versionPhase[versionKey{string(ev.UID), ev.ResourceVersion}] = phase
-		versionName[versionKey{string(ev.UID), ev.ResourceVersion}] = name
+		versionPhase[framework.VersionKey{UID: string(ev.UID), RV: ev.ResourceVersion}] = phase
+		versionName[framework.VersionKey{UID: string(ev.UID), RV: ev.ResourceVersion}] = name
 	}
 	update := func(name string, count int) {
 		t.Helper()
@@ -310,8 +310,8 @@ func TestOTelCollectorFeed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		versionPhase[versionKey{string(ev.UID), ev.ResourceVersion}] = phase
-		versionName[versionKey{string(ev.UID), ev.ResourceVersion}] = name
+		versionPhase[framework.VersionKey{UID: string(ev.UID), RV: ev.ResourceVersion}] = phase
+		versionName[framework.VersionKey{UID: string(ev.UID), RV: ev.ResourceVersion}] = name
 	}
 	// expire writes Events that the TTL rule removes after 2s and waits
 	// until history has seen them go, so that each end falls in the phase
@@ -320,13 +320,13 @@ func TestOTelCollectorFeed(t *testing.T) {
 		t.Helper()
 		for _, name := range names {
 			ev := create(name, "Expiring")
-			versionPhase[versionKey{string(ev.UID), ev.ResourceVersion}] = phase
-			versionName[versionKey{string(ev.UID), ev.ResourceVersion}] = name
+			versionPhase[framework.VersionKey{UID: string(ev.UID), RV: ev.ResourceVersion}] = phase
+			versionName[framework.VersionKey{UID: string(ev.UID), RV: ev.ResourceVersion}] = name
 			endPhase[string(ev.UID)] = phase
 		}
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
 			ended := 0
-			for _, r := range listAllEventRecords(t, raw, ns, "reason=Expiring", 500) {
+			for _, r := range framework.ListAllEventRecords(t, raw, ns, "reason=Expiring", 500) {
 				if !r.Live && endPhase[string(r.Event.UID)] == phase {
 					ended++
 				}
@@ -388,7 +388,7 @@ func TestOTelCollectorFeed(t *testing.T) {
 			if len(seen) == len(collectors) {
 				return true, nil
 			}
-			create(uniqueName("probe"), "Probe")
+			create(framework.UniqueName("probe"), "Probe")
 			return false, nil
 		})
 		if err != nil {
@@ -400,7 +400,7 @@ func TestOTelCollectorFeed(t *testing.T) {
 	// loses nothing buffered.
 	drained := func() {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
 			for _, c := range collectors {
 				added, ended := countExported(t, c.readExported(t))
 				for k, p := range versionPhase {
@@ -476,16 +476,16 @@ func TestOTelCollectorFeed(t *testing.T) {
 
 	// The feed: every version and end history holds, probes left out,
 	// must be exactly what the test wrote.
-	feedVersions := map[versionKey]bool{}
+	feedVersions := map[framework.VersionKey]bool{}
 	feedEnds := map[string]bool{}
-	for _, r := range listAllEventRecords(t, raw, ns, "reason!=Probe", 500) {
-		k := versionKey{string(r.Event.UID), r.Event.ResourceVersion}
+	for _, r := range framework.ListAllEventRecords(t, raw, ns, "reason!=Probe", 500) {
+		k := framework.VersionKey{UID: string(r.Event.UID), RV: r.Event.ResourceVersion}
 		feedVersions[k] = true
 		if _, ok := versionPhase[k]; !ok {
 			t.Errorf("the feed holds version %v (%s) that the test did not write", k, r.Event.Name)
 		}
 		if !r.Live {
-			feedEnds[k.uid] = true
+			feedEnds[k.UID] = true
 		}
 	}
 	for k := range versionPhase {
@@ -509,7 +509,7 @@ func TestOTelCollectorFeed(t *testing.T) {
 		}
 		for _, r := range kept {
 			if r.attrs["k8s.resource.name"] != "eventrecords" || r.attrs["event.domain"] != "k8s" || r.attrs["event.name"] != r.name ||
-				r.name != versionName[r.key]+"."+r.key.rv || r.resource["k8s.namespace.name"] != ns {
+				r.name != versionName[r.key]+"."+r.key.RV || r.resource["k8s.namespace.name"] != ns {
 				t.Errorf("%s: record %v has attributes %v and resource %v", c.name, r.key, r.attrs, r.resource)
 				break
 			}
@@ -521,7 +521,7 @@ func TestOTelCollectorFeed(t *testing.T) {
 		var once, missed, repeated []string
 		for k, p := range versionPhase {
 			got, want := added[k], want(c, p, len(phases)-1)
-			desc := fmt.Sprintf("%s@%s (%s)", versionName[k], k.rv, phases[p].name)
+			desc := fmt.Sprintf("%s@%s (%s)", versionName[k], k.RV, phases[p].name)
 			switch {
 			case got == 1:
 				once = append(once, desc)
@@ -554,9 +554,9 @@ func TestOTelCollectorFeed(t *testing.T) {
 
 // countExported counts ADDED records per version and MODIFIED records that
 // carry deletedAt (an Event's end) per Event uid.
-func countExported(t *testing.T, records []exportedRecord) (added map[versionKey]int, ended map[string]int) {
+func countExported(t *testing.T, records []exportedRecord) (added map[framework.VersionKey]int, ended map[string]int) {
 	t.Helper()
-	added, ended = map[versionKey]int{}, map[string]int{}
+	added, ended = map[framework.VersionKey]int{}, map[string]int{}
 	for _, r := range records {
 		if r.reason == "Probe" {
 			continue
@@ -565,7 +565,7 @@ func countExported(t *testing.T, records []exportedRecord) (added map[versionKey
 		case r.watchType == "ADDED" && !r.deleted:
 			added[r.key]++
 		case r.watchType == "MODIFIED" && r.deleted:
-			ended[r.key.uid]++
+			ended[r.key.UID]++
 		}
 	}
 	return added, ended

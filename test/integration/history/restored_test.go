@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -29,22 +29,22 @@ import (
 // it: a restart resumes without another relist.
 func TestHistoryOnlyRestoredEtcd(t *testing.T) {
 	t.Parallel()
-	// Two kube-apiservers start in turn: longer than pollCtx's minute.
+	// Two kube-apiservers start in turn: longer than framework.PollCtx's minute.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	oldEtcd := framework.StartEtcd(t)
 	oldKube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{EtcdServers: oldEtcd.ClientURL()})
-	ns := uniqueName("history-restored")
+	ns := framework.UniqueName("history-restored")
 	// Revisions the fresh cluster will not reach during the test.
 	bumpRevision(ctx, t, oldEtcd, 2000)
 	createEvent(ctx, t, oldKube.Client(t), ns, "before-restore")
 
 	const timeout = "4s"
-	r := startHistoryOnlyReplica(t, oldKube, []string{"--history-capture-behind-timeout=" + timeout})
+	r := framework.StartHistoryOnlyReplica(t, oldKube, []string{"--history-capture-behind-timeout=" + timeout})
 	waitRecord := func(name string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(context.Context) (bool, error) {
-			for _, rec := range listAllEventRecords(t, r.client, ns, "", 500) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 90*time.Second, true, func(context.Context) (bool, error) {
+			for _, rec := range framework.ListAllEventRecords(t, r.Client, ns, "", 500) {
 				if rec.Event.Name == name {
 					return true, nil
 				}
@@ -52,11 +52,11 @@ func TestHistoryOnlyRestoredEtcd(t *testing.T) {
 			return false, nil
 		})
 		if err != nil {
-			t.Fatalf("%s not in history: %v\n%s", name, err, r.proc.Tail(40))
+			t.Fatalf("%s not in history: %v\n%s", name, err, r.Proc.Tail(40))
 		}
 	}
 	waitRecord("before-restore")
-	if err := r.proc.Stop(); err != nil {
+	if err := r.Proc.Stop(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -68,31 +68,31 @@ func TestHistoryOnlyRestoredEtcd(t *testing.T) {
 		t.Fatalf("the fresh kube-apiserver is at resourceVersion %d, not far below the first one's %d", newRV, oldRV)
 	}
 	createEvent(ctx, t, newClient, ns, "after-restore-1")
-	r.proc.Args = withKubeconfig(r.proc.Args, newKube.KubeconfigPath)
-	r.client.token = newKube.AdminToken
-	r.start(t)
+	r.Proc.Args = withKubeconfig(r.Proc.Args, newKube.KubeconfigPath)
+	r.Client.Token = newKube.AdminToken
+	r.Start(t)
 	waitRecord("after-restore-1")
 	createEvent(ctx, t, newClient, ns, "after-restore-2")
 	waitRecord("after-restore-2")
 	waitRecord("before-restore")
-	if got := r.metric(t, `event_apiserver_history_capture_relists_total{reason="restored"}`); got != 1 {
+	if got := r.Metric(t, `event_apiserver_history_capture_relists_total{reason="restored"}`); got != 1 {
 		t.Errorf("relists_total{reason=restored} = %v, want 1", got)
 	}
-	if got := r.metric(t, "event_apiserver_history_capture_relist_rewound_revisions_total"); got < 1000 {
+	if got := r.Metric(t, "event_apiserver_history_capture_relist_rewound_revisions_total"); got < 1000 {
 		t.Errorf("relist_rewound_revisions_total = %v, want the ~%d revisions between the two clusters", got, oldRV-newRV)
 	}
-	if log := r.proc.Tail(400); !strings.Contains(log, "resourceVersion has stayed behind the one history captured up to") {
+	if log := r.Proc.Tail(400); !strings.Contains(log, "resourceVersion has stayed behind the one history captured up to") {
 		t.Errorf("no log line says capture relisted after kube-apiserver went back:\n%s", log)
 	}
 
 	// The stored progress went back too: a restart resumes from it.
-	if err := r.proc.Stop(); err != nil {
+	if err := r.Proc.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	r.start(t)
+	r.Start(t)
 	createEvent(ctx, t, newClient, ns, "after-restart")
 	waitRecord("after-restart")
-	if got := r.metric(t, `event_apiserver_history_capture_relists_total{reason="restored"}`); got != 0 {
+	if got := r.Metric(t, `event_apiserver_history_capture_relists_total{reason="restored"}`); got != 0 {
 		t.Errorf("after a restart, relists_total{reason=restored} = %v, want 0: progress was not rewound", got)
 	}
 }

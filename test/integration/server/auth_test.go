@@ -1,4 +1,4 @@
-package integration
+package server
 
 import (
 	"bufio"
@@ -25,9 +25,9 @@ func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	config := server.Config(t)
-	admin := newRawClient(t, config, config.BearerToken)
-	anonymous := newRawClient(t, config, "")
-	wrongToken := newRawClient(t, config, "0"+config.BearerToken[1:]+"x")
+	admin := framework.NewRawClient(t, config, config.BearerToken)
+	anonymous := framework.NewRawClient(t, config, "")
+	wrongToken := framework.NewRawClient(t, config, "0"+config.BearerToken[1:]+"x")
 
 	paths := []string{
 		"/api/v1/namespaces/default/events",
@@ -41,7 +41,7 @@ func TestAuthentication(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		client   *rawClient
+		client   *framework.RawClient
 		wantCode int
 	}{
 		{name: "anonymous", client: anonymous, wantCode: http.StatusUnauthorized},
@@ -51,28 +51,28 @@ func TestAuthentication(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range paths {
-				r := tc.client.do(t, http.MethodGet, path, nil, nil)
-				if r.code != tc.wantCode {
-					t.Errorf("GET %s: %d, want %d: %.200s", path, r.code, tc.wantCode, r.body)
+				r := tc.client.Do(t, http.MethodGet, path, nil, nil)
+				if r.Code != tc.wantCode {
+					t.Errorf("GET %s: %d, want %d: %.200s", path, r.Code, tc.wantCode, r.Body)
 					continue
 				}
 				if tc.wantCode != http.StatusUnauthorized {
 					continue
 				}
-				got := r.status(t)
+				got := r.Status(t)
 				if got.Reason != metav1.StatusReasonUnauthorized || got.Message != "Unauthorized" || got.Code != 401 {
 					t.Errorf("GET %s: Status %s %q %d, want Unauthorized \"Unauthorized\" 401", path, got.Reason, got.Message, got.Code)
 				}
 			}
 			// Writes are refused the same way.
-			r := tc.client.do(t, http.MethodPost, coreEventsPath, coreBody(uniqueName("auth"), nil),
-				map[string]string{"Content-Type": contentJSON})
+			r := tc.client.Do(t, http.MethodPost, framework.CoreEventsPath, framework.CoreBody(framework.UniqueName("auth"), nil),
+				map[string]string{"Content-Type": framework.ContentJSON})
 			wantCode := tc.wantCode
 			if wantCode == http.StatusOK {
 				wantCode = http.StatusCreated
 			}
-			if r.code != wantCode {
-				t.Errorf("POST %s: %d, want %d: %.200s", coreEventsPath, r.code, wantCode, r.body)
+			if r.Code != wantCode {
+				t.Errorf("POST %s: %d, want %d: %.200s", framework.CoreEventsPath, r.Code, wantCode, r.Body)
 			}
 		})
 	}
@@ -94,7 +94,7 @@ func TestListensOnLoopbackOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pid, err := findServerPID(server.DataDir)
+	pid, err := framework.FindServerPID(server.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,35 +142,6 @@ type listener struct {
 }
 
 func (l listener) String() string { return net.JoinHostPort(l.IP.String(), strconv.Itoa(l.Port)) }
-
-// findServerPID finds the event-apiserver process started with dataDir.
-func findServerPID(dataDir string) (int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	want := "--data-dir=" + dataDir
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if len(args) == 0 || filepath.Base(args[0]) != "event-apiserver" {
-			continue
-		}
-		for _, a := range args[1:] {
-			if a == want {
-				return pid, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("no event-apiserver process with %s", want)
-}
 
 // listeningSockets is the process's TCP sockets in state LISTEN, from its
 // file descriptors matched against /proc/<pid>/net/tcp and tcp6.

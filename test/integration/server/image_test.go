@@ -1,4 +1,4 @@
-package integration
+package server
 
 import (
 	"archive/tar"
@@ -145,11 +145,11 @@ func TestImage(t *testing.T) {
 	}
 
 	server := framework.StartServer(t, framework.ServerOptions{Binary: bin})
-	anonymous := newRawClient(t, &rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: server.CACertFile()}}, "")
-	if r := anonymous.do(t, "GET", "/readyz", nil, nil); r.code != 200 || string(r.body) != "ok" {
-		t.Errorf("anonymous /readyz: %d %s", r.code, r.body)
+	anonymous := framework.NewRawClient(t, &rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: server.CACertFile()}}, "")
+	if r := anonymous.Do(t, "GET", "/readyz", nil, nil); r.Code != 200 || string(r.Body) != "ok" {
+		t.Errorf("anonymous /readyz: %d %s", r.Code, r.Body)
 	}
-	checkVersionDocument(t, anonymous.do(t, "GET", "/version", nil, nil).body, tag)
+	checkVersionDocument(t, anonymous.Do(t, "GET", "/version", nil, nil).Body, tag)
 
 	if _, err := exec.LookPath("containerd"); err == nil && os.Geteuid() == 0 {
 		runInContainerd(t, archive, ref)

@@ -1,4 +1,4 @@
-package integration
+package server
 
 import (
 	"bufio"
@@ -37,11 +37,11 @@ func TestAnonymousPublicInfoStandalone(t *testing.T) {
 	t.Parallel()
 	server := framework.StartServer(t, framework.ServerOptions{})
 	config := server.Config(t)
-	anonymous := newRawClient(t, config, "")
-	wrongToken := newRawClient(t, config, "0"+config.BearerToken[1:]+"x")
+	anonymous := framework.NewRawClient(t, config, "")
+	wrongToken := framework.NewRawClient(t, config, "0"+config.BearerToken[1:]+"x")
 	tests := []struct {
 		name     string
-		client   *rawClient
+		client   *framework.RawClient
 		paths    []string
 		wantCode int
 	}{
@@ -52,17 +52,17 @@ func TestAnonymousPublicInfoStandalone(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range tc.paths {
-				if r := tc.client.do(t, "GET", path, nil, nil); r.code != tc.wantCode {
-					t.Errorf("GET %s: %d, want %d: %.200s", path, r.code, tc.wantCode, r.body)
+				if r := tc.client.Do(t, "GET", path, nil, nil); r.Code != tc.wantCode {
+					t.Errorf("GET %s: %d, want %d: %.200s", path, r.Code, tc.wantCode, r.Body)
 				}
 			}
 		})
 	}
 	// Anonymous callers may read, not act: kube's rule is get only.
-	if r := anonymous.do(t, "POST", "/readyz", nil, nil); r.code != 403 {
-		t.Errorf("anonymous POST /readyz: %d, want 403: %.200s", r.code, r.body)
+	if r := anonymous.Do(t, "POST", "/readyz", nil, nil); r.Code != 403 {
+		t.Errorf("anonymous POST /readyz: %d, want 403: %.200s", r.Code, r.Body)
 	}
-	checkVersionDocument(t, anonymous.do(t, "GET", "/version", nil, nil).body, "")
+	checkVersionDocument(t, anonymous.Do(t, "GET", "/version", nil, nil).Body, "")
 }
 
 // TestAggregatedReadOnlyDataDir: aggregated, with an external etcd and a
@@ -105,18 +105,18 @@ func TestAggregatedReadOnlyDataDir(t *testing.T) {
 		// history off (or in PostgreSQL) nothing is written.
 		ExtraArgs: []string{"--history=false"},
 	})
-	anonymous := newRawClient(t, &rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: certFile}}, "")
+	anonymous := framework.NewRawClient(t, &rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: certFile}}, "")
 	for _, path := range publicPaths {
-		if r := anonymous.do(t, "GET", path, nil, nil); r.code != 200 {
-			t.Errorf("anonymous GET %s: %d, want 200: %.200s", path, r.code, r.body)
+		if r := anonymous.Do(t, "GET", path, nil, nil); r.Code != 200 {
+			t.Errorf("anonymous GET %s: %d, want 200: %.200s", path, r.Code, r.Body)
 		}
 	}
 	for _, path := range []string{"/metrics", "/readyz/etcd", "/apis/events.k8s.io/v1/events"} {
-		if r := anonymous.do(t, "GET", path, nil, nil); r.code != 403 {
-			t.Errorf("anonymous GET %s: %d, want 403 from kube-apiserver's SubjectAccessReview: %.200s", path, r.code, r.body)
+		if r := anonymous.Do(t, "GET", path, nil, nil); r.Code != 403 {
+			t.Errorf("anonymous GET %s: %d, want 403 from kube-apiserver's SubjectAccessReview: %.200s", path, r.Code, r.Body)
 		}
 	}
-	checkVersionDocument(t, anonymous.do(t, "GET", "/version", nil, nil).body, "")
+	checkVersionDocument(t, anonymous.Do(t, "GET", "/version", nil, nil).Body, "")
 
 	entries, err := os.ReadDir(dataDir)
 	if err != nil {
@@ -181,8 +181,8 @@ func TestOperatorFlags(t *testing.T) {
 		"--audit-policy-file=" + policy,
 		"--audit-log-path=" + auditLog,
 	}})
-	admin := adminRawClient(t, server)
-	auditedPath := "/api/v1/namespaces/default/events?labelSelector=audit%3D" + uniqueName("audit")
+	admin := framework.AdminRawClient(t, server)
+	auditedPath := "/api/v1/namespaces/default/events?labelSelector=audit%3D" + framework.UniqueName("audit")
 
 	t.Run("logging-format json and v", func(t *testing.T) {
 		f, err := os.Open(server.LogPath())
@@ -219,16 +219,16 @@ func TestOperatorFlags(t *testing.T) {
 	})
 
 	t.Run("feature-gates", func(t *testing.T) {
-		r := admin.do(t, "GET", "/metrics", nil, nil)
+		r := admin.Do(t, "GET", "/metrics", nil, nil)
 		want := `kubernetes_feature_enabled{name="ConcurrentWatchObjectDecode",stage="BETA"} 1`
-		if r.code != 200 || !bytes.Contains(r.body, []byte(want)) {
-			t.Errorf("/metrics (%d) lacks %s", r.code, want)
+		if r.Code != 200 || !bytes.Contains(r.Body, []byte(want)) {
+			t.Errorf("/metrics (%d) lacks %s", r.Code, want)
 		}
 	})
 
 	t.Run("audit", func(t *testing.T) {
-		if r := admin.do(t, "GET", auditedPath, nil, nil); r.code != 200 {
-			t.Fatalf("GET %s: %d", auditedPath, r.code)
+		if r := admin.Do(t, "GET", auditedPath, nil, nil); r.Code != 200 {
+			t.Fatalf("GET %s: %d", auditedPath, r.Code)
 		}
 		// The log backend writes each event as the request ends; poll for it.
 		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -260,14 +260,14 @@ func TestOperatorFlags(t *testing.T) {
 	})
 
 	t.Run("version", func(t *testing.T) {
-		r := admin.do(t, "GET", "/version", nil, nil)
-		checkVersionDocument(t, r.body, "")
+		r := admin.Do(t, "GET", "/version", nil, nil)
+		checkVersionDocument(t, r.Body, "")
 		out := runBinary(t, bin, "--version")
 		if !strings.HasPrefix(out, "event-apiserver v") || !strings.HasSuffix(out, " (Kubernetes API v1.36.3)\n") {
 			t.Errorf("--version printed %q", out)
 		}
 		var info apimachineryversion.Info
-		if err := json.Unmarshal(r.body, &info); err != nil {
+		if err := json.Unmarshal(r.Body, &info); err != nil {
 			t.Fatal(err)
 		}
 		if raw := runBinary(t, bin, "--version=raw"); !strings.Contains(raw, `GitVersion:"`+info.GitVersion+`"`) {

@@ -1,4 +1,4 @@
-package integration
+package storm
 
 import (
 	"bufio"
@@ -116,7 +116,7 @@ type memoryProbe struct {
 	t      *testing.T
 	pid    int
 	config *rest.Config
-	admin  *rawClient
+	admin  *framework.RawClient
 }
 
 // sample reads memory as it is; gc first runs a garbage collection in the
@@ -125,14 +125,14 @@ type memoryProbe struct {
 func (p *memoryProbe) sample(gc bool) memorySample {
 	p.t.Helper()
 	if gc {
-		if r := p.admin.do(p.t, http.MethodGet, "/debug/pprof/heap?gc=1", nil, nil); r.code != http.StatusOK {
-			p.t.Fatalf("forcing a GC: %d %s", r.code, truncate(r.body, 200))
+		if r := p.admin.Do(p.t, http.MethodGet, "/debug/pprof/heap?gc=1", nil, nil); r.Code != http.StatusOK {
+			p.t.Fatalf("forcing a GC: %d %s", r.Code, framework.Truncate(r.Body, 200))
 		}
 	}
 	return memorySample{
 		rss:  vmRSS(p.t, p.pid),
-		heap: int64(metricValue(p.t, p.config, "go_memstats_heap_inuse_bytes", nil)),
-		live: int64(metricValue(p.t, p.config, "go_gc_heap_live_bytes", nil)),
+		heap: int64(framework.MetricValue(p.t, p.config, "go_memstats_heap_inuse_bytes", nil)),
+		live: int64(framework.MetricValue(p.t, p.config, "go_gc_heap_live_bytes", nil)),
 	}
 }
 
@@ -238,7 +238,7 @@ func TestSoak(t *testing.T) {
 		// (e.g. --feature-gates=ListFromCacheSnapshot=false).
 		ExtraArgs: append(soakLimiterArgs(maxReporters), strings.Fields(os.Getenv("EVENT_APISERVER_SOAK_ARGS"))...),
 	})
-	pid, err := findServerPID(server.DataDir)
+	pid, err := framework.FindServerPID(server.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,8 +248,8 @@ func TestSoak(t *testing.T) {
 		plan:         plan,
 		config:       config,
 		admin:        server.Client(t),
-		etcd:         etcdClient(t, server.EtcdURL),
-		probe:        &memoryProbe{t: t, pid: pid, config: config, admin: adminRawClient(t, server)},
+		etcd:         framework.EtcdClient(t, server.EtcdURL),
+		probe:        &memoryProbe{t: t, pid: pid, config: config, admin: framework.AdminRawClient(t, server)},
 		maxReporters: maxReporters,
 	}
 
@@ -321,8 +321,8 @@ func (s *soak) heapProfile(suffix, when string) {
 		return
 	}
 	path += suffix
-	r := s.probe.admin.do(s.t, http.MethodGet, "/debug/pprof/heap?gc=1", nil, nil)
-	if err := os.WriteFile(path, r.body, 0o600); err != nil {
+	r := s.probe.admin.Do(s.t, http.MethodGet, "/debug/pprof/heap?gc=1", nil, nil)
+	if err := os.WriteFile(path, r.Body, 0o600); err != nil {
 		s.t.Error(err)
 	}
 	s.t.Logf("heap profile %s written to %s (go tool pprof -sample_index=inuse_space %s)", when, path, path)
@@ -409,10 +409,10 @@ func (s *soak) cycle(name string, maxLeases int) soakCycleResult {
 	expiredIn := time.Since(began)
 	s.compact()
 	r.expired = s.probe.sample(true)
-	r.capacity = metricValue(t, s.config, "watch_cache_capacity", map[string]string{"resource": "events"})
+	r.capacity = framework.MetricValue(t, s.config, "watch_cache_capacity", map[string]string{"resource": "events"})
 	r.received = s.received()
 	r.cycleEvents = r.received - receivedBefore
-	r.reporters = metricValue(t, s.config, "event_apiserver_storm_reporters", nil)
+	r.reporters = framework.MetricValue(t, s.config, "event_apiserver_storm_reporters", nil)
 	t.Logf("%s (%v late on the schedule): %.0f Event writes admitted after %v, %d Events and %d etcd leases "+
 		"alive then, live heap %s; all expired after %v: live heap %s (RSS %s), %d etcd leases, watch cache ring "+
 		"of %.0f slots (%.0f watch events this cycle, %.0f in all), %.0f reporters remembered (at most %.0f "+
@@ -433,7 +433,7 @@ func (s *soak) cycle(name string, maxLeases int) soakCycleResult {
 			"want min(%d, --event-rate-limit-max-reporters=%d) = %.0f", name, r.reporters, r.reportersMax,
 			seen, seen, s.maxReporters, want)
 	}
-	if throttled := metricValue(t, s.config, "event_apiserver_storm_throttled_total", nil); throttled != 0 {
+	if throttled := framework.MetricValue(t, s.config, "event_apiserver_storm_throttled_total", nil); throttled != 0 {
 		t.Errorf("%s: the storm limiter throttled %.0f writes; the soak's budgets are meant never to be reached",
 			name, throttled)
 	}
@@ -473,7 +473,7 @@ func (s *soak) load(name string, recorders []*soakReporter, admittedBefore float
 				sampled = time.Now()
 				m := s.probe.sample(false)
 				s.peak.rss, s.peak.heap, s.peak.live = max(s.peak.rss, m.rss), max(s.peak.heap, m.heap), max(s.peak.live, m.live)
-				reporters = max(reporters, metricValue(t, s.config, "event_apiserver_storm_reporters", nil))
+				reporters = max(reporters, framework.MetricValue(t, s.config, "event_apiserver_storm_reporters", nil))
 			}
 			return s.admitted()-admittedBefore >= writes, nil
 		})
@@ -486,13 +486,13 @@ func (s *soak) load(name string, recorders []*soakReporter, admittedBefore float
 // admitted is the Event writes (creates and updates) the storm limiter let
 // through from the soak's recorders, all reporting as kubelet.
 func (s *soak) admitted() float64 {
-	return metricValue(s.t, s.config, "event_apiserver_storm_accepted_total", map[string]string{"reporter": "kubelet"})
+	return framework.MetricValue(s.t, s.config, "event_apiserver_storm_accepted_total", map[string]string{"reporter": "kubelet"})
 }
 
 // received is the watch events the watch cache has received since the
 // server started.
 func (s *soak) received() float64 {
-	return metricValue(s.t, s.config, "apiserver_watch_cache_events_received_total", map[string]string{"resource": "events"})
+	return framework.MetricValue(s.t, s.config, "apiserver_watch_cache_events_received_total", map[string]string{"resource": "events"})
 }
 
 // keys counts the soak's Events in etcd.
@@ -575,7 +575,7 @@ func soakRecorders(t *testing.T, config *rest.Config, n int, ns string) []*soakR
 		}
 		broadcaster := record.NewBroadcaster()
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		node := fmt.Sprintf("soak-node-%d-%d", r, nameSeq.Add(1))
+		node := framework.UniqueName(fmt.Sprintf("soak-node-%d", r))
 		recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: node})
 		crashing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: node + "-crashing", Namespace: ns, UID: types.UID(node + "-crashing")}}
 		out = append(out, &soakReporter{

@@ -1,4 +1,4 @@
-package integration
+package storm
 
 import (
 	"context"
@@ -38,12 +38,12 @@ func TestStormTowardEmbeddedQuota(t *testing.T) {
 			// burst) would refuse them with 429 before etcd fills up.
 			"--event-rate-limit-bytes-qps=0"},
 	})
-	client := adminRawClient(t, server)
+	client := framework.AdminRawClient(t, server)
 	post := poster(t, client)
-	check := func(what string, r response) {
+	check := func(what string, r framework.Response) {
 		t.Helper()
-		if r.code >= 500 && r.code != http.StatusServiceUnavailable {
-			t.Fatalf("%s: %d, never a 5xx other than 503: %s", what, r.code, r.body)
+		if r.Code >= 500 && r.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s: %d, never a 5xx other than 503: %s", what, r.Code, r.Body)
 		}
 	}
 
@@ -52,24 +52,24 @@ func TestStormTowardEmbeddedQuota(t *testing.T) {
 		t.Fatalf("%d Events of 600 KB accepted, the 16 MiB quota never refused one", accepted)
 	}
 	check("storm write", *refusal)
-	st := refusal.status(t)
-	if refusal.code != http.StatusServiceUnavailable || st.Reason != metav1.StatusReasonServiceUnavailable ||
+	st := refusal.Status(t)
+	if refusal.Code != http.StatusServiceUnavailable || st.Reason != metav1.StatusReasonServiceUnavailable ||
 		!strings.Contains(st.Message, "out of space") || st.Details == nil || st.Details.RetryAfterSeconds <= 0 {
 		t.Fatalf("refusal after %d accepted: %d %s %q, want a 503 saying etcd is out of space, with Retry-After",
-			accepted, refusal.code, st.Reason, st.Message)
+			accepted, refusal.Code, st.Reason, st.Message)
 	}
-	t.Logf("%d Events of 600 KB accepted, then: %d %q", accepted, refusal.code, st.Message)
+	t.Logf("%d Events of 600 KB accepted, then: %d %q", accepted, refusal.Code, st.Message)
 
 	// Even a small write is refused, the same way; reads answer.
-	r := post(uniqueName("small"), "small")
+	r := post(framework.UniqueName("small"), "small")
 	check("small write while full", r)
-	if r.code != http.StatusServiceUnavailable {
-		t.Errorf("small write while full: %d, want 503: %s", r.code, r.body)
+	if r.Code != http.StatusServiceUnavailable {
+		t.Errorf("small write while full: %d, want 503: %s", r.Code, r.Body)
 	}
-	for _, path := range []string{coreEventsPath + "?limit=1", coreEventsPath + "?resourceVersion=0&limit=1",
-		eventsEventsPath + "?limit=1", "/api/v1/namespaces/default/events/big-0-0"} {
-		if r := client.do(t, http.MethodGet, path, nil, nil); r.code != http.StatusOK {
-			t.Errorf("GET %s while full: %d, want 200: %s", path, r.code, r.body)
+	for _, path := range []string{framework.CoreEventsPath + "?limit=1", framework.CoreEventsPath + "?resourceVersion=0&limit=1",
+		framework.EventsEventsPath + "?limit=1", "/api/v1/namespaces/default/events/big-0-0"} {
+		if r := client.Do(t, http.MethodGet, path, nil, nil); r.Code != http.StatusOK {
+			t.Errorf("GET %s while full: %d, want 200: %s", path, r.Code, r.Body)
 		}
 	}
 
@@ -77,9 +77,9 @@ func TestStormTowardEmbeddedQuota(t *testing.T) {
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 90*time.Second, true,
 		func(context.Context) (bool, error) {
-			r := post(uniqueName("after"), "small")
+			r := post(framework.UniqueName("after"), "small")
 			check("write while recovering", r)
-			return r.code == http.StatusCreated, nil
+			return r.Code == http.StatusCreated, nil
 		})
 	if err != nil {
 		t.Fatalf("writes still refused 90s after the quota was reached: %v", err)
@@ -88,22 +88,22 @@ func TestStormTowardEmbeddedQuota(t *testing.T) {
 }
 
 // poster creates core/v1 Events in default with a given message.
-func poster(t *testing.T, client *rawClient) func(name, message string) response {
-	return func(name, message string) response {
-		return client.send(t, request{method: http.MethodPost, path: coreEventsPath, contentType: contentJSON,
-			body: coreBody(name, func(m map[string]any) { m["message"] = message })})
+func poster(t *testing.T, client *framework.RawClient) func(name, message string) framework.Response {
+	return func(name, message string) framework.Response {
+		return client.Send(t, framework.Request{Method: http.MethodPost, Path: framework.CoreEventsPath, ContentType: framework.ContentJSON,
+			Body: framework.CoreBody(name, func(m map[string]any) { m["message"] = message })})
 	}
 }
 
 // fillUntilRefused writes 600 KB Events from 4 writers until one is refused
 // (at most 160, 96 MB), and returns how many were accepted and the first
 // refusal, nil if none.
-func fillUntilRefused(t *testing.T, post func(name, message string) response) (int, *response) {
+func fillUntilRefused(t *testing.T, post func(name, message string) framework.Response) (int, *framework.Response) {
 	big := strings.Repeat("x", 600<<10)
 	var (
 		mu       sync.Mutex
 		accepted int
-		refusal  *response
+		refusal  *framework.Response
 		wg       sync.WaitGroup
 	)
 	for w := range 4 {
@@ -120,7 +120,7 @@ func fillUntilRefused(t *testing.T, post func(name, message string) response) (i
 				r := post(fmt.Sprintf("big-%d-%d", w, i), big)
 				mu.Lock()
 				switch {
-				case r.code == http.StatusCreated:
+				case r.Code == http.StatusCreated:
 					accepted++
 				case refusal == nil:
 					refusal = &r
@@ -146,20 +146,20 @@ func TestExternalEtcdFullSaysWhatToDo(t *testing.T) {
 		EventTTL:    5 * time.Second,
 		ExtraArgs:   []string{"--event-rate-limit-bytes-qps=0"},
 	})
-	client := adminRawClient(t, server)
+	client := framework.AdminRawClient(t, server)
 	post := poster(t, client)
 	accepted, refusal := fillUntilRefused(t, post)
-	if refusal == nil || refusal.code != http.StatusServiceUnavailable {
+	if refusal == nil || refusal.Code != http.StatusServiceUnavailable {
 		t.Fatalf("after %d accepted, want a 503 refusal, got %+v", accepted, refusal)
 	}
-	readyz := func() response { return client.do(t, http.MethodGet, "/readyz?verbose", nil, nil) }
+	readyz := func() framework.Response { return client.Do(t, http.MethodGet, "/readyz?verbose", nil, nil) }
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true,
 		func(context.Context) (bool, error) {
 			r := readyz()
-			return r.code != http.StatusOK && strings.Contains(string(r.body), "[-]etcd-space failed"), nil
+			return r.Code != http.StatusOK && strings.Contains(string(r.Body), "[-]etcd-space failed"), nil
 		})
 	if err != nil {
-		t.Fatalf("/readyz does not fail etcd-space while etcd is full: %s", readyz().body)
+		t.Fatalf("/readyz does not fail etcd-space while etcd is full: %s", readyz().Body)
 	}
 	if !server.LogContains("etcdctl alarm disarm") {
 		t.Errorf("the log does not say what to do")
@@ -189,11 +189,11 @@ func TestExternalEtcdFullSaysWhatToDo(t *testing.T) {
 		t.Fatalf("cannot recover etcd as an operator would: %v", err)
 	}
 	err = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return readyz().code == http.StatusOK, nil })
+		func(context.Context) (bool, error) { return readyz().Code == http.StatusOK, nil })
 	if err != nil {
-		t.Fatalf("/readyz still failing after recovery: %s", readyz().body)
+		t.Fatalf("/readyz still failing after recovery: %s", readyz().Body)
 	}
-	if r := post(uniqueName("after"), "small"); r.code != http.StatusCreated {
-		t.Errorf("write after recovery: %d %s", r.code, r.body)
+	if r := post(framework.UniqueName("after"), "small"); r.Code != http.StatusCreated {
+		t.Errorf("write after recovery: %d %s", r.Code, r.Body)
 	}
 }

@@ -1,4 +1,4 @@
-package integration
+package storm
 
 import (
 	"context"
@@ -58,59 +58,6 @@ func stormDuration(t *testing.T) time.Duration {
 	return time.Duration(seconds) * time.Second
 }
 
-// responseLog is what a reporter's client saw on the wire: every attempt,
-// including the retries client-go's REST client makes on a 429.
-type responseLog struct {
-	mu             sync.Mutex
-	codes          map[int]int
-	noRetryAfter   int
-	retryAfters    map[string]int
-	transportErrs  int
-	serverErrors   []string
-	inFlight       atomic.Int64
-	lastCompletion atomic.Int64
-}
-
-func newResponseLog() *responseLog {
-	return &responseLog{codes: map[int]int{}, retryAfters: map[string]int{}}
-}
-
-func (l *responseLog) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		l.inFlight.Add(1)
-		defer func() {
-			l.lastCompletion.Store(time.Now().UnixNano())
-			l.inFlight.Add(-1)
-		}()
-		resp, err := rt.RoundTrip(req)
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if err != nil {
-			l.transportErrs++
-			return resp, err
-		}
-		l.codes[resp.StatusCode]++
-		if resp.StatusCode == http.StatusTooManyRequests {
-			if ra := resp.Header.Get("Retry-After"); ra == "" {
-				l.noRetryAfter++
-			} else {
-				l.retryAfters[ra]++
-			}
-		}
-		if resp.StatusCode >= 500 {
-			l.serverErrors = append(l.serverErrors, fmt.Sprintf("%s %s: %d", req.Method, req.URL.Path, resp.StatusCode))
-		}
-		return resp, err
-	})
-}
-
-func (l *responseLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return fmt.Sprintf("codes %v, 429 Retry-After values %v, 429 without Retry-After %d, transport errors %d",
-		l.codes, l.retryAfters, l.noRetryAfter, l.transportErrs)
-}
-
 // stormReporter is one simulated component: its own client (QPS 50, burst
 // 100: a kubelet's event client) and recorder.
 type stormReporter struct {
@@ -129,11 +76,11 @@ func stormPod(r, i int) *corev1.Pod {
 	}}
 }
 
-func startStormReporters(t *testing.T, config *rest.Config, log *responseLog) []*stormReporter {
+func startStormReporters(t *testing.T, config *rest.Config, log *framework.ResponseLog) []*stormReporter {
 	t.Helper()
 	config = rest.CopyConfig(config)
 	config.QPS, config.Burst = 50, 100
-	config.Wrap(log.wrap)
+	config.Wrap(log.Wrap)
 	var reporters []*stormReporter
 	for r := range stormRecordReporters + stormEventsReporters {
 		client, err := kubernetes.NewForConfig(config)
@@ -196,10 +143,10 @@ func TestStorm(t *testing.T) {
 	// The same query before the storm, for comparison (and a warm
 	// discovery cache).
 	queryStart := time.Now()
-	mustKubectl(t, server.Kubeconfig, "get", "events", "-n", stormNamespace, "--field-selector", selector)
+	framework.MustKubectl(t, server.Kubeconfig, "get", "events", "-n", stormNamespace, "--field-selector", selector)
 	t.Logf("before the storm `kubectl get events --field-selector ...` answered in %v", time.Since(queryStart))
 
-	log := newResponseLog()
+	log := framework.NewResponseLog()
 	reporters := startStormReporters(t, server.Config(t), log)
 	defer func() {
 		for _, r := range reporters {
@@ -236,7 +183,7 @@ func TestStorm(t *testing.T) {
 	case <-ctx.Done():
 	}
 	queryStart = time.Now()
-	stdout, stderr, err := kubectl(t, server.Kubeconfig, "get", "events", "-n", stormNamespace, "--field-selector", selector)
+	stdout, stderr, err := framework.Kubectl(t, server.Kubeconfig, "get", "events", "-n", stormNamespace, "--field-selector", selector)
 	latency := time.Since(queryStart)
 	if err != nil {
 		t.Errorf("kubectl get events mid-storm: %v\n%s%s", err, stdout, stderr)
@@ -247,7 +194,7 @@ func TestStorm(t *testing.T) {
 	listStart := time.Now()
 	// Not the storm's context: on a loaded machine kubectl may have taken
 	// the rest of the storm.
-	if _, err := admin.CoreV1().Events(stormNamespace).List(pollCtx(t), metav1.ListOptions{FieldSelector: selector}); err != nil {
+	if _, err := admin.CoreV1().Events(stormNamespace).List(framework.PollCtx(t), metav1.ListOptions{FieldSelector: selector}); err != nil {
 		t.Errorf("client-go list mid-storm: %v", err)
 	}
 	t.Logf("mid-storm client-go LIST with the same selector answered in %v", time.Since(listStart))
@@ -260,9 +207,9 @@ func TestStorm(t *testing.T) {
 	// and tries again, up to 10 times): wait until their clients are idle.
 	waitCtx, waitCancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer waitCancel()
-	err = wait.PollUntilContextCancel(waitCtx, pollInterval, true, func(context.Context) (bool, error) {
-		idle := time.Since(time.Unix(0, log.lastCompletion.Load()))
-		return log.inFlight.Load() == 0 && idle > 2*time.Second, nil
+	err = wait.PollUntilContextCancel(waitCtx, framework.PollInterval, true, func(context.Context) (bool, error) {
+		idle := time.Since(time.Unix(0, log.LastCompletion.Load()))
+		return log.InFlight.Load() == 0 && idle > 2*time.Second, nil
 	})
 	if err != nil {
 		t.Fatalf("recorders still busy: %v", err)
@@ -304,25 +251,25 @@ func TestStorm(t *testing.T) {
 			t.Errorf("reporter %s: %d Events landed, want at least its burst of %d", key, landed[key], stormReporterBurst)
 		}
 	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if log.codes[http.StatusTooManyRequests] == 0 {
-		t.Errorf("no request was throttled: %v", log.codes)
+	log.Mu.Lock()
+	defer log.Mu.Unlock()
+	if log.Codes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("no request was throttled: %v", log.Codes)
 	}
-	if log.noRetryAfter > 0 {
-		t.Errorf("%d responses 429 without Retry-After", log.noRetryAfter)
+	if log.NoRetryAfter > 0 {
+		t.Errorf("%d responses 429 without Retry-After", log.NoRetryAfter)
 	}
-	if len(log.serverErrors) > 0 {
-		t.Errorf("%d server errors, first: %v", len(log.serverErrors), log.serverErrors[:min(5, len(log.serverErrors))])
+	if len(log.ServerErrors) > 0 {
+		t.Errorf("%d server errors, first: %v", len(log.ServerErrors), log.ServerErrors[:min(5, len(log.ServerErrors))])
 	}
-	accepted := metricValue(t, server.Config(t), "event_apiserver_storm_accepted_total", map[string]string{"operation": "create"})
-	throttled := metricValue(t, server.Config(t), "event_apiserver_storm_throttled_total", map[string]string{"operation": "create"})
+	accepted := framework.MetricValue(t, server.Config(t), "event_apiserver_storm_accepted_total", map[string]string{"operation": "create"})
+	throttled := framework.MetricValue(t, server.Config(t), "event_apiserver_storm_throttled_total", map[string]string{"operation": "create"})
 	t.Logf("server metrics: %.0f creates accepted, %.0f throttled", accepted, throttled)
 	// A create the limiter let through may still not be stored when its
 	// client gave up first (a recorder shut down mid-request).
-	if total > int(accepted) || int(accepted)-total > log.transportErrs {
+	if total > int(accepted) || int(accepted)-total > log.TransportErrs {
 		t.Errorf("the server accepted %.0f creates, %d Events are stored, %d requests were abandoned",
-			accepted, total, log.transportErrs)
+			accepted, total, log.TransportErrs)
 	}
 }
 

@@ -1,18 +1,17 @@
-package integration
+package timeline
 
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
-	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 )
@@ -27,21 +26,21 @@ import (
 func TestTimelineAggregated(t *testing.T) {
 	t.Parallel()
 	plugin := timelineBinary(t)
-	c := startAggregatedCluster(t)
+	c := framework.StartAggregatedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ns := uniqueName("timeline-agg")
-	c.createNamespace(t, ns)
+	ns := framework.UniqueName("timeline-agg")
+	c.CreateNamespace(t, ns)
 	// Written through kube-apiserver, which keeps core/v1 Events in the
 	// events etcd it shares with event-apiserver, whose capture keeps them.
 	e := timelineEvent("web-0.scheduled", "Pod", "web-0", "uid-agg-web-0", "Scheduled", "Normal", "default-scheduler", time.Now().Add(-time.Minute))
 	e.InvolvedObject.Namespace = ns
-	if _, err := c.client.CoreV1().Events(ns).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Events(ns).Create(ctx, e, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (string, string) {
 		t.Helper()
-		stdout, stderr, err := kubectlAt(t, plugin, c.kube.KubeconfigPath, nil, args...)
+		stdout, stderr, err := framework.KubectlAt(t, plugin, c.Kube.KubeconfigPath, nil, args...)
 		if err != nil {
 			t.Fatalf("kubectl-timeline %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
 		}
@@ -60,12 +59,12 @@ func TestTimelineAggregated(t *testing.T) {
 	}
 	assertLiveEventShown("without history's APIService", stdout)
 
-	c.registerHistoryAPIService(t)
+	c.RegisterHistoryAPIService(t)
 	// Once history, through the aggregator, holds the version the live
 	// API serves, the plugin shows it once from both sources, without a
 	// word on stderr.
 	var records []historyv1alpha1.EventRecord
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		var listErr error
 		records, listErr = listRecordsThrough(ctx, c, ns)
 		return listErr == nil && len(records) == 1, nil
@@ -82,14 +81,14 @@ func TestTimelineAggregated(t *testing.T) {
 		t.Errorf("with history: stderr %q, %d records (want the live version %s once)", stderr, len(list.Items), records[0].Event.ResourceVersion)
 	}
 
-	reader := uniqueName("timeline-reader")
-	if _, err := c.client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+	reader := framework.UniqueName("timeline-reader")
+	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "events-reader"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "events-reader"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "events-reader"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: reader}},
@@ -98,8 +97,8 @@ func TestTimelineAggregated(t *testing.T) {
 	}
 	as := []string{"--as=" + reader, "--as-group=system:authenticated"}
 	var runErr error
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
-		stdout, stderr, runErr = kubectlAt(t, plugin, c.kube.KubeconfigPath, nil, append([]string{"pod/web-0", "-n", ns}, as...)...)
+	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(context.Context) (bool, error) {
+		stdout, stderr, runErr = framework.KubectlAt(t, plugin, c.Kube.KubeconfigPath, nil, append([]string{"pod/web-0", "-n", ns}, as...)...)
 		return runErr == nil, nil
 	})
 	if err != nil {
@@ -113,8 +112,8 @@ func TestTimelineAggregated(t *testing.T) {
 
 // listRecordsThrough lists web-0's records in ns through kube-apiserver's
 // aggregator.
-func listRecordsThrough(ctx context.Context, c *aggregatedCluster, ns string) ([]historyv1alpha1.EventRecord, error) {
-	body, err := c.client.Discovery().RESTClient().Get().
+func listRecordsThrough(ctx context.Context, c *framework.AggregatedCluster, ns string) ([]historyv1alpha1.EventRecord, error) {
+	body, err := c.Client.Discovery().RESTClient().Get().
 		AbsPath("/apis/history.eventapiserver.io/v1alpha1/namespaces/"+ns+"/eventrecords").
 		Param("fieldSelector", "regarding.kind=Pod,regarding.name=web-0").DoRaw(ctx)
 	if err != nil {
@@ -125,30 +124,4 @@ func listRecordsThrough(ctx context.Context, c *aggregatedCluster, ns string) ([
 		return nil, err
 	}
 	return list.Items, nil
-}
-
-// registerHistoryAPIService routes history.eventapiserver.io/v1alpha1 to
-// event-apiserver, as deploy/ does (the test's Service namespace aside).
-func (c *aggregatedCluster) registerHistoryAPIService(t *testing.T) {
-	t.Helper()
-	caBundle, err := os.ReadFile(c.events.CACertFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	aggregator, err := aggregatorclient.NewForConfig(c.kube.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := int32(c.events.Port)
-	mustCreate(t, func() error {
-		_, err := aggregator.ApiregistrationV1().APIServices().Create(context.Background(), &apiregistrationv1.APIService{
-			ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.history.eventapiserver.io"},
-			Spec: apiregistrationv1.APIServiceSpec{
-				Group: historyv1alpha1.GroupName, Version: "v1alpha1",
-				GroupPriorityMinimum: 1000, VersionPriority: 15, CABundle: caBundle,
-				Service: &apiregistrationv1.ServiceReference{Namespace: aggregatedServiceNamespace, Name: "event-apiserver", Port: &port},
-			},
-		}, metav1.CreateOptions{})
-		return err
-	})
 }

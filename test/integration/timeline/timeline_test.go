@@ -1,4 +1,4 @@
-package integration
+package timeline
 
 import (
 	"bufio"
@@ -63,8 +63,8 @@ func TestTimelinePlugin(t *testing.T) {
 	client := server.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ns, otherNS := uniqueName("timeline"), uniqueName("timeline-other")
-	uid1, uid2, uid3 := types.UID(uniqueName("web-0-first")), types.UID(uniqueName("web-0-second")), types.UID(uniqueName("web-0-third"))
+	ns, otherNS := framework.UniqueName("timeline"), framework.UniqueName("timeline-other")
+	uid1, uid2, uid3 := types.UID(framework.UniqueName("web-0-first")), types.UID(framework.UniqueName("web-0-second")), types.UID(framework.UniqueName("web-0-third"))
 	now := time.Now().Truncate(time.Second)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 
@@ -117,13 +117,13 @@ func TestTimelinePlugin(t *testing.T) {
 	// every version of web-0's Events (3 a pod), the first two pods' as
 	// deleted: then the live API has only the third pod's, and the
 	// timeline must come from both sources.
-	c := adminRawClient(t, server)
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, time.Minute, true, func(ctx context.Context) (bool, error) {
+	c := framework.AdminRawClient(t, server)
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, time.Minute, true, func(ctx context.Context) (bool, error) {
 		live, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid1)})
 		if err != nil || len(live.Items) > 0 {
 			return false, err
 		}
-		records := listAllEventRecords(t, c, ns, "regarding.kind=Pod,regarding.name=web-0", 0)
+		records := framework.ListAllEventRecords(t, c, ns, "regarding.kind=Pod,regarding.name=web-0", 0)
 		if len(records) != 9 {
 			return false, nil
 		}
@@ -140,7 +140,7 @@ func TestTimelinePlugin(t *testing.T) {
 
 	run := func(args ...string) (string, string) {
 		t.Helper()
-		stdout, stderr, err := kubectlAt(t, plugin, server.Kubeconfig, nil, args...)
+		stdout, stderr, err := framework.KubectlAt(t, plugin, server.Kubeconfig, nil, args...)
 		if err != nil {
 			t.Fatalf("kubectl-timeline %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
 		}
@@ -243,7 +243,7 @@ func TestTimelinePlugin(t *testing.T) {
 
 	t.Run("kubectl runs it as a plugin", func(t *testing.T) {
 		path := "PATH=" + filepath.Dir(plugin) + string(os.PathListSeparator) + os.Getenv("PATH")
-		stdout, stderr, err := kubectlWithEnv(t, server.Kubeconfig, []string{path}, "timeline", "pod/web-0", "-n", ns, "-o", "json")
+		stdout, stderr, err := framework.KubectlWithEnv(t, server.Kubeconfig, []string{path}, "timeline", "pod/web-0", "-n", ns, "-o", "json")
 		var list historyv1alpha1.EventRecordList
 		if err != nil || json.Unmarshal([]byte(stdout), &list) != nil {
 			t.Fatalf("kubectl timeline: %v\n%s\n%s", err, stdout, stderr)
@@ -390,13 +390,13 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	plugin := timelineBinary(t)
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{"--history=false"}})
 	client := server.Client(t)
-	ns := uniqueName("timeline-nohistory")
+	ns := framework.UniqueName("timeline-nohistory")
 	e := timelineEvent("web-0.scheduled", "Pod", "web-0", "uid-live", "Scheduled", "Normal", "kubelet", time.Now().Add(-time.Minute))
 	e.InvolvedObject.Namespace = ns
 	if _, err := client.CoreV1().Events(ns).Create(context.Background(), e, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, err := kubectlAt(t, plugin, server.Kubeconfig, nil, "pod/web-0", "-n", ns)
+	stdout, stderr, err := framework.KubectlAt(t, plugin, server.Kubeconfig, nil, "pod/web-0", "-n", ns)
 	if err != nil {
 		t.Fatalf("kubectl-timeline: %v\n%s\n%s", err, stdout, stderr)
 	}

@@ -1,10 +1,12 @@
-package integration
+package watch
 
 import (
 	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -59,14 +61,14 @@ func TestWatchBookmarksResumeAfterRestart(t *testing.T) {
 		w := watchEvents(ctx, t, client, ns, metav1.ListOptions{
 			ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](4),
 		})
-		got, _ := observe(ctx, w, nil)
-		if c := changes(got); len(c) > 0 {
+		got, _ := framework.Observe(ctx, w, nil)
+		if c := framework.Changes(got); len(c) > 0 {
 			t.Fatalf("no Event changed, the watch from %s shows %v", rv, c)
 		}
-		if errs := ofType(got, watch.Error); len(errs) > 0 {
+		if errs := framework.OfType(got, watch.Error); len(errs) > 0 {
 			t.Fatalf("watch from %s: %v", rv, errs)
 		}
-		for _, b := range ofType(got, watch.Bookmark) {
+		for _, b := range framework.OfType(got, watch.Bookmark) {
 			bookmarks = append(bookmarks, b.RV)
 			rv = b.RV
 		}
@@ -82,14 +84,14 @@ func TestWatchBookmarksResumeAfterRestart(t *testing.T) {
 	// progress notification came between them (etcd sends them on a timer,
 	// late on a loaded machine); they must never go back, and over the
 	// rounds they must move past the last Event and on.
-	prev := rvInt(t, last.RV)
+	prev := framework.RVInt(t, last.RV)
 	for _, b := range bookmarks {
-		if rvInt(t, b) < prev {
+		if framework.RVInt(t, b) < prev {
 			t.Fatalf("bookmarks %v go back", bookmarks)
 		}
-		prev = rvInt(t, b)
+		prev = framework.RVInt(t, b)
 	}
-	if first := rvInt(t, bookmarks[0]); prev <= first || prev <= rvInt(t, last.RV) {
+	if first := framework.RVInt(t, bookmarks[0]); prev <= first || prev <= framework.RVInt(t, last.RV) {
 		t.Fatalf("bookmarks %v do not advance past the last Event (%s) and on", bookmarks, last.RV)
 	}
 
@@ -97,7 +99,7 @@ func TestWatchBookmarksResumeAfterRestart(t *testing.T) {
 	stopWriter()
 	writer.Wait()
 	final := etcdRevision(ctx, t, kv)
-	for i := 0; rvInt(t, rv) < final; i++ {
+	for i := 0; framework.RVInt(t, rv) < final; i++ {
 		if i == 5 {
 			t.Fatalf("bookmarks stay at %s, etcd is at %d", rv, final)
 		}
@@ -115,9 +117,9 @@ func TestWatchBookmarksResumeAfterRestart(t *testing.T) {
 	after := createEvents(ctx, t, client, ns, "after-1", "after-2", "after-3")
 	watchCtx, cancelWatch := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelWatch()
-	got, closed := observe(watchCtx, w, hasChanges(len(after)))
+	got, closed := framework.Observe(watchCtx, w, framework.HasChanges(len(after)))
 	t.Logf("resumed from bookmark %s after restart: %v (closed: %v)", rv, got, closed)
-	if g := gone(got); len(g) > 0 {
+	if g := framework.Gone(got); len(g) > 0 {
 		t.Fatalf("resume from bookmark %s after restart: %v", rv, g)
 	}
 	assertChanges(t, "after restart", got, after)

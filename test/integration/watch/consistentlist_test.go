@@ -1,4 +1,4 @@
-package integration
+package watch
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -32,13 +34,13 @@ func readListCounters(t *testing.T, config *rest.Config) listCounters {
 	t.Helper()
 	events := map[string]string{"group": "", "resource": "events"}
 	return listCounters{
-		cacheLists: metricValue(t, config, "apiserver_cache_list_total", events),
-		cacheItems: metricValue(t, config, "apiserver_cache_list_returned_objects_total", events),
-		etcdLists:  metricValue(t, config, "apiserver_storage_list_total", events),
-		etcdItems:  metricValue(t, config, "apiserver_storage_list_returned_objects_total", events),
-		consistent: metricValue(t, config, "apiserver_watch_cache_consistent_read_total",
+		cacheLists: framework.MetricValue(t, config, "apiserver_cache_list_total", events),
+		cacheItems: framework.MetricValue(t, config, "apiserver_cache_list_returned_objects_total", events),
+		etcdLists:  framework.MetricValue(t, config, "apiserver_storage_list_total", events),
+		etcdItems:  framework.MetricValue(t, config, "apiserver_storage_list_returned_objects_total", events),
+		consistent: framework.MetricValue(t, config, "apiserver_watch_cache_consistent_read_total",
 			map[string]string{"resource": "events", "success": "true", "fallback": "false"}),
-		fallback: metricValue(t, config, "apiserver_watch_cache_consistent_read_total",
+		fallback: framework.MetricValue(t, config, "apiserver_watch_cache_consistent_read_total",
 			map[string]string{"resource": "events", "fallback": "true"}),
 	}
 }
@@ -125,7 +127,7 @@ func TestConsistentListFromCache(t *testing.T) {
 			if _, ok := got["list-a/"+created.Name]; !ok {
 				t.Errorf("LIST at %s misses %s created just before (at %s)", list.ResourceVersion, created.Name, created.RV)
 			}
-			want := etcdEventsAt(ctx, t, kv, tc.namespace, rvInt(t, list.ResourceVersion))
+			want := etcdEventsAt(ctx, t, kv, tc.namespace, framework.RVInt(t, list.ResourceVersion))
 			if !maps.Equal(got, want) {
 				t.Errorf("LIST at %s:\n got  %v\n etcd %v", list.ResourceVersion, sortedKeys(got), sortedKeys(want))
 			}

@@ -1,10 +1,12 @@
-package integration
+package watch
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +18,8 @@ import (
 type downtimeResult struct {
 	// resumed is the watch from the client's last RV before compaction;
 	// compacted the same watch after etcd compacted past that RV.
-	resumed, compacted []seen
-	want               []seen
+	resumed, compacted []framework.Seen
+	want               []framework.Seen
 }
 
 // TestWatchResumeAfterDowntime: while the server is down, Events change
@@ -45,21 +47,21 @@ func TestWatchResumeAfterDowntime(t *testing.T) {
 		kubeResult = runDowntimeScenario(ctx, t, kube)
 	}
 
-	if g := gone(oursResult.resumed); len(g) > 0 {
+	if g := framework.Gone(oursResult.resumed); len(g) > 0 {
 		t.Errorf("%s: resume before compaction got %v", ours.name, g)
 	}
 	assertChanges(t, ours.name+" resume after downtime", oursResult.resumed, oursResult.want)
-	if g := gone(oursResult.compacted); len(g) != 1 {
+	if g := framework.Gone(oursResult.compacted); len(g) != 1 {
 		t.Errorf("%s: resume after compaction got %v, want one 410", ours.name, oursResult.compacted)
 	}
 	if kubeResult == nil {
 		return
 	}
-	if len(gone(kubeResult.resumed)) == 0 && len(gone(oursResult.resumed)) > 0 {
+	if len(framework.Gone(kubeResult.resumed)) == 0 && len(framework.Gone(oursResult.resumed)) > 0 {
 		t.Errorf("kube-apiserver resumed without 410, we did not")
 	}
 	assertChanges(t, "kube-apiserver resume after downtime (reference)", kubeResult.resumed, kubeResult.want)
-	kubeGone, oursGone := gone(kubeResult.compacted), gone(oursResult.compacted)
+	kubeGone, oursGone := framework.Gone(kubeResult.compacted), framework.Gone(oursResult.compacted)
 	if len(kubeGone) == 1 && len(oursGone) == 1 && kubeGone[0].Status.Message != oursGone[0].Status.Message {
 		t.Errorf("after compaction: kube-apiserver says %q, we say %q", kubeGone[0].Status.Message, oursGone[0].Status.Message)
 	}
@@ -82,7 +84,7 @@ func runDowntimeScenario(ctx context.Context, t *testing.T, target *apiTarget) *
 	// The client is up to date at the list's resource version, which is at
 	// least that of the last create.
 	rv := list.ResourceVersion
-	if rvInt(t, rv) < rvInt(t, before[1].RV) {
+	if framework.RVInt(t, rv) < framework.RVInt(t, before[1].RV) {
 		t.Fatalf("%s: list at %s is older than the create at %s", target.name, rv, before[1].RV)
 	}
 
@@ -91,36 +93,36 @@ func runDowntimeScenario(ctx context.Context, t *testing.T, target *apiTarget) *
 	}
 	// While the server is down: Events created, modified and deleted in
 	// etcd, between writes to other keys.
-	var want []seen
+	var want []framework.Seen
 	putOtherKeys(ctx, t, target.etcd, 3)
 	putEventInEtcd(ctx, t, target.etcd, watchTestEvent(ns, name("c")))
-	want = append(want, seen{Type: watch.Added, Name: name("c")})
+	want = append(want, framework.Seen{Type: watch.Added, Name: name("c")})
 	putOtherKeys(ctx, t, target.etcd, 3)
 	modified := watchTestEvent(ns, name("a"))
 	modified.Count, modified.Message = 2, "modified while the server was down"
 	putEventInEtcd(ctx, t, target.etcd, modified)
-	want = append(want, seen{Type: watch.Modified, Name: name("a")})
+	want = append(want, framework.Seen{Type: watch.Modified, Name: name("a")})
 	deleteEventInEtcd(ctx, t, target.etcd, ns, name("b"))
-	want = append(want, seen{Type: watch.Deleted, Name: name("b")})
+	want = append(want, framework.Seen{Type: watch.Deleted, Name: name("b")})
 	putOtherKeys(ctx, t, target.etcd, 3)
 	putEventInEtcd(ctx, t, target.etcd, watchTestEvent(ns, name("d")))
-	want = append(want, seen{Type: watch.Added, Name: name("d")})
+	want = append(want, framework.Seen{Type: watch.Added, Name: name("d")})
 	putOtherKeys(ctx, t, target.etcd, 3)
 	if err := target.start(); err != nil {
 		t.Fatal(err)
 	}
 
-	resume := func() []seen {
+	resume := func() []framework.Seen {
 		t.Helper()
 		w := watchEvents(ctx, t, target.client, ns, metav1.ListOptions{
 			ResourceVersion: rv, TimeoutSeconds: ptr.To[int64](30),
 		})
 		watchCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		got, _ := observe(watchCtx, w, func(got []seen) bool {
-			return hasChanges(len(want))(withPrefix(got, prefix))
+		got, _ := framework.Observe(watchCtx, w, func(got []framework.Seen) bool {
+			return framework.HasChanges(len(want))(framework.WithPrefix(got, prefix))
 		})
-		return withPrefix(got, prefix)
+		return framework.WithPrefix(got, prefix)
 	}
 	result := &downtimeResult{want: want, resumed: resume()}
 	t.Logf("%s: resume from %s after downtime: %v", target.name, rv, result.resumed)

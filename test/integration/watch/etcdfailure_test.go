@@ -1,4 +1,4 @@
-package integration
+package watch
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestWatchSurvivesEtcdMemberKill(t *testing.T) {
 	raw := watchEvents(ctx, t, client, ns, metav1.ListOptions{
 		ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](170),
 	})
-	var rawGot []seen
+	var rawGot []framework.Seen
 	var rawClosed bool
 	rawDone := make(chan struct{})
 	var created createdEvents
@@ -52,9 +52,9 @@ func TestWatchSurvivesEtcdMemberKill(t *testing.T) {
 	defer stopRaw()
 	go func() {
 		defer close(rawDone)
-		rawGot, rawClosed = observe(rawCtx, raw, func(got []seen) bool {
+		rawGot, rawClosed = framework.Observe(rawCtx, raw, func(got []framework.Seen) bool {
 			n := created.count()
-			return created.finished() && len(withPrefix(changes(got), "e-")) >= n
+			return created.finished() && len(framework.WithPrefix(framework.Changes(got), "e-")) >= n
 		})
 	}()
 
@@ -114,27 +114,27 @@ func TestWatchSurvivesEtcdMemberKill(t *testing.T) {
 		stopRaw()
 		<-rawDone
 	}
-	rawChanges := withPrefix(changes(rawGot), "e-")
-	t.Logf("raw watch: %d of %d Events, closed by server: %v, errors: %v", len(rawChanges), len(names), rawClosed, ofType(rawGot, watch.Error))
-	if g := gone(rawGot); len(g) > 0 {
+	rawChanges := framework.WithPrefix(framework.Changes(rawGot), "e-")
+	t.Logf("raw watch: %d of %d Events, closed by server: %v, errors: %v", len(rawChanges), len(names), rawClosed, framework.OfType(rawGot, watch.Error))
+	if g := framework.Gone(rawGot); len(g) > 0 {
 		t.Fatalf("raw watch ended with %v: a reflector would relist", g)
 	}
-	if errs := ofType(rawGot, watch.Error); len(errs) > 0 {
+	if errs := framework.OfType(rawGot, watch.Error); len(errs) > 0 {
 		t.Errorf("raw watch ended with %v: a reflector relists after any error event but 429", errs)
 	}
 	if rawClosed {
 		// The reflector resumes from its last resource version.
-		rv := lastRV(rawGot, list.ResourceVersion)
+		rv := framework.LastRV(rawGot, list.ResourceVersion)
 		rest := names[len(rawChanges):]
 		w := watchEvents(ctx, t, client, ns, metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: ptr.To[int64](30)})
 		watchCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		got, _ := observe(watchCtx, w, hasChanges(len(rest)))
+		got, _ := framework.Observe(watchCtx, w, framework.HasChanges(len(rest)))
 		t.Logf("raw watch resumed from %s: %v", rv, got)
-		if g := gone(got); len(g) > 0 {
+		if g := framework.Gone(got); len(g) > 0 {
 			t.Fatalf("resume from %s: %v", rv, g)
 		}
-		rawChanges = append(rawChanges, changes(got)...)
+		rawChanges = append(rawChanges, framework.Changes(got)...)
 	}
 	var rawNames []string
 	for _, s := range rawChanges {

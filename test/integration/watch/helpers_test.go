@@ -1,4 +1,4 @@
-package integration
+package watch
 
 // Helpers for the watch_*_test.go tests: watches read into plain records,
 // Events and other keys written straight into etcd (as another API server
@@ -6,14 +6,11 @@ package integration
 // and the same scenario run against our server and kube-apiserver.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +18,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -32,115 +28,6 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
-
-// seen is one watch event, reduced to what the tests compare.
-type seen struct {
-	Type watch.EventType
-	Name string
-	RV   string
-	// Status is set for Error events.
-	Status *metav1.Status
-}
-
-func (s seen) String() string {
-	if s.Status != nil {
-		return fmt.Sprintf("%s %d %s %q", s.Type, s.Status.Code, s.Status.Reason, s.Status.Message)
-	}
-	return fmt.Sprintf("%s %s@%s", s.Type, s.Name, s.RV)
-}
-
-func toSeen(e watch.Event) seen {
-	if status, ok := e.Object.(*metav1.Status); ok {
-		return seen{Type: e.Type, Status: status}
-	}
-	s := seen{Type: e.Type}
-	if accessor, err := meta.Accessor(e.Object); err == nil {
-		s.Name, s.RV = accessor.GetName(), accessor.GetResourceVersion()
-	}
-	return s
-}
-
-// observe reads w until enough(got) holds, the watch closes, or ctx ends,
-// and reports what came (bookmarks and errors included) and whether the
-// server closed the watch.
-func observe(ctx context.Context, w watch.Interface, enough func(got []seen) bool) (got []seen, closed bool) {
-	defer w.Stop()
-	for {
-		if enough != nil && enough(got) {
-			return got, false
-		}
-		select {
-		case e, ok := <-w.ResultChan():
-			if !ok {
-				return got, true
-			}
-			got = append(got, toSeen(e))
-		case <-ctx.Done():
-			return got, false
-		case <-time.After(100 * time.Millisecond):
-			// enough may depend on more than the events.
-		}
-	}
-}
-
-// changes drops bookmarks and errors.
-func changes(got []seen) []seen {
-	var out []seen
-	for _, s := range got {
-		if s.Type == watch.Added || s.Type == watch.Modified || s.Type == watch.Deleted {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// withPrefix drops the changes of Events whose names do not start with
-// prefix (kube-apiserver records Events of its own).
-func withPrefix(got []seen, prefix string) []seen {
-	var out []seen
-	for _, s := range got {
-		if s.Status != nil || s.Type == watch.Bookmark || strings.HasPrefix(s.Name, prefix) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func ofType(got []seen, typ watch.EventType) []seen {
-	var out []seen
-	for _, s := range got {
-		if s.Type == typ {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// gone returns the 410 errors among got.
-func gone(got []seen) []seen {
-	var out []seen
-	for _, s := range ofType(got, watch.Error) {
-		if s.Status.Code == http.StatusGone {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// lastRV is the resource version a client resumes from: that of the last
-// change or bookmark it saw.
-func lastRV(got []seen, from string) string {
-	for _, s := range got {
-		if s.Type != watch.Error && s.RV != "" {
-			from = s.RV
-		}
-	}
-	return from
-}
-
-func hasChanges(n int) func([]seen) bool {
-	return func(got []seen) bool { return len(changes(got)) >= n || len(ofType(got, watch.Error)) > 0 }
-}
 
 // watchEvents starts a core/v1 Event watch in ns.
 func watchEvents(ctx context.Context, t *testing.T, client kubernetes.Interface, ns string, opts metav1.ListOptions) watch.Interface {
@@ -154,9 +41,9 @@ func watchEvents(ctx context.Context, t *testing.T, client kubernetes.Interface,
 
 // assertChanges checks that got holds exactly want (type and name), in
 // order, with increasing resource versions: every change once, in order.
-func assertChanges(t *testing.T, what string, got []seen, want []seen) {
+func assertChanges(t *testing.T, what string, got []framework.Seen, want []framework.Seen) {
 	t.Helper()
-	c := changes(got)
+	c := framework.Changes(got)
 	ok := len(c) == len(want)
 	for i := 0; ok && i < len(c); i++ {
 		ok = c[i].Type == want[i].Type && c[i].Name == want[i].Name
@@ -165,20 +52,11 @@ func assertChanges(t *testing.T, what string, got []seen, want []seen) {
 		t.Errorf("%s: got changes %v, want %v", what, c, want)
 	}
 	for i := 1; i < len(c); i++ {
-		if rvInt(t, c[i].RV) <= rvInt(t, c[i-1].RV) {
+		if framework.RVInt(t, c[i].RV) <= framework.RVInt(t, c[i-1].RV) {
 			t.Errorf("%s: resource versions not increasing: %v", what, c)
 			break
 		}
 	}
-}
-
-func rvInt(t *testing.T, rv string) int64 {
-	t.Helper()
-	n, err := strconv.ParseInt(rv, 10, 64)
-	if err != nil {
-		t.Fatalf("resource version %q: %v", rv, err)
-	}
-	return n
 }
 
 // watchTestEvent is a core/v1 Event as client-go's record package writes it.
@@ -200,15 +78,15 @@ func watchTestEvent(ns, name string) *corev1.Event {
 
 // createEvents creates Events through the API and returns them as the
 // watch will show them.
-func createEvents(ctx context.Context, t *testing.T, client kubernetes.Interface, ns string, names ...string) []seen {
+func createEvents(ctx context.Context, t *testing.T, client kubernetes.Interface, ns string, names ...string) []framework.Seen {
 	t.Helper()
-	var out []seen
+	var out []framework.Seen
 	for _, name := range names {
 		e, err := client.CoreV1().Events(ns).Create(ctx, watchTestEvent(ns, name), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create %s/%s: %v", ns, name, err)
 		}
-		out = append(out, seen{Type: watch.Added, Name: name, RV: e.ResourceVersion})
+		out = append(out, framework.Seen{Type: watch.Added, Name: name, RV: e.ResourceVersion})
 	}
 	return out
 }
@@ -238,7 +116,7 @@ func putEventInEtcd(ctx context.Context, t *testing.T, c *clientv3.Client, e *co
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Put(ctx, etcdEventKey(e.Namespace, e.Name), string(data))
+	resp, err := c.Put(ctx, framework.EtcdEventKey(e.Namespace, e.Name), string(data))
 	if err != nil {
 		t.Fatalf("etcd put %s/%s: %v", e.Namespace, e.Name, err)
 	}
@@ -247,14 +125,12 @@ func putEventInEtcd(ctx context.Context, t *testing.T, c *clientv3.Client, e *co
 
 func deleteEventInEtcd(ctx context.Context, t *testing.T, c *clientv3.Client, ns, name string) int64 {
 	t.Helper()
-	resp, err := c.Delete(ctx, etcdEventKey(ns, name))
+	resp, err := c.Delete(ctx, framework.EtcdEventKey(ns, name))
 	if err != nil || resp.Deleted != 1 {
 		t.Fatalf("etcd delete %s/%s: %v (deleted %d)", ns, name, err, resp.Deleted)
 	}
 	return resp.Header.Revision
 }
-
-func etcdEventKey(ns, name string) string { return "/registry/events/" + ns + "/" + name }
 
 // putOtherKeys writes n keys that are not Events (as other resources
 // sharing the etcd would) and returns the revision after the last one.
@@ -281,61 +157,11 @@ func etcdRevision(ctx context.Context, t *testing.T, c *clientv3.Client) int64 {
 	return resp.Header.Revision
 }
 
-// metricValue scrapes /metrics and sums the samples of name whose labels
-// include labels.
-func metricValue(t *testing.T, config *rest.Config, name string, labels map[string]string) float64 {
-	t.Helper()
-	httpClient, err := rest.HTTPClientFor(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, config.Host+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET /metrics: %d %s", resp.StatusCode, body)
-	}
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		space := strings.LastIndexByte(line, ' ')
-		matches := true
-		for k, v := range labels {
-			if !strings.Contains(line[:space], fmt.Sprintf("%s=%q", k, v)) {
-				matches = false
-			}
-		}
-		if !matches {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[space+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
-}
-
 // resumesFrom reads our counter of watches resumed from a resource version,
 // by source ("cache" or "etcd").
 func resumesFrom(t *testing.T, config *rest.Config, source string) float64 {
 	t.Helper()
-	return metricValue(t, config, "event_apiserver_watch_resumes_total",
+	return framework.MetricValue(t, config, "event_apiserver_watch_resumes_total",
 		map[string]string{"resource": "events", "source": source})
 }
 
@@ -351,7 +177,7 @@ type requestCounter struct {
 }
 
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return framework.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/events") {
 			q := req.URL.Query()
 			c.mu.Lock()
@@ -383,10 +209,6 @@ func (c *requestCounter) String() string {
 	return fmt.Sprintf("%d LIST, %d WatchList, %d resuming watches: %s",
 		c.lists, c.watchLists, c.watches, strings.Join(c.log, "; "))
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // apiTarget is one API server serving Events over its own etcd: ours, or
 // kube-apiserver v1.36.3 beside it.

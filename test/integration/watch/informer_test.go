@@ -1,4 +1,4 @@
-package integration
+package watch
 
 import (
 	"context"

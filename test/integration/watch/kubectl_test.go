@@ -1,4 +1,4 @@
-package integration
+package watch
 
 import (
 	"bufio"
@@ -31,7 +31,7 @@ type kubectlWatch struct {
 func startKubectlWatch(t *testing.T, kubeconfig, ns string) *kubectlWatch {
 	t.Helper()
 	k := &kubectlWatch{done: make(chan struct{})}
-	k.cmd = exec.Command(kubectlBinary(t), "get", "events", "-n", ns, "-w", "--output-watch-events")
+	k.cmd = exec.Command(framework.PreinstalledKubectl(t), "get", "events", "-n", ns, "-w", "--output-watch-events")
 	k.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig,
 		"KUBECACHEDIR="+filepath.Join(filepath.Dir(kubeconfig), "kubectl-cache"))
 	k.cmd.Stderr = &k.stderr

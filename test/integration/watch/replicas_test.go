@@ -1,4 +1,4 @@
-package integration
+package watch
 
 import (
 	"context"
@@ -39,17 +39,17 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 	})
 	want := createEvents(ctx, t, clientA, ns, "a-3")
 	watchCtx, cancelWatch := context.WithTimeout(ctx, 20*time.Second)
-	gotA, _ := observe(watchCtx, w, hasChanges(1))
+	gotA, _ := framework.Observe(watchCtx, w, framework.HasChanges(1))
 	cancelWatch()
 	assertChanges(t, "watch on A", gotA, want)
-	rv := lastRV(gotA, list.ResourceVersion)
+	rv := framework.LastRV(gotA, list.ResourceVersion)
 
 	// Events and other keys change before replica B exists.
 	later := createEvents(ctx, t, clientA, ns, "a-4")
 	putOtherKeys(ctx, t, kv, 5)
 	b := framework.StartServer(t, framework.ServerOptions{EtcdServers: cluster.Endpoints()})
 	clientB, configB := b.Client(t), b.Config(t)
-	if start := cacheRV(ctx, t, clientB, ns); rvInt(t, start) <= rvInt(t, rv) {
+	if start := cacheRV(ctx, t, clientB, ns); framework.RVInt(t, start) <= framework.RVInt(t, rv) {
 		t.Fatalf("B's cache is at %s, not after the client's %s: the test would not cross the cache's start", start, rv)
 	}
 	later = append(later, createEvents(ctx, t, clientA, ns, "a-5")...)
@@ -59,10 +59,10 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 		ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](60),
 	})
 	watchCtx, cancelWatch = context.WithTimeout(ctx, 20*time.Second)
-	gotB, _ := observe(watchCtx, w, hasChanges(len(later)))
+	gotB, _ := framework.Observe(watchCtx, w, framework.HasChanges(len(later)))
 	cancelWatch()
 	t.Logf("watch from A's %s resumed on B: %v", rv, gotB)
-	if g := gone(gotB); len(g) > 0 {
+	if g := framework.Gone(gotB); len(g) > 0 {
 		t.Fatalf("resume on B: %v", g)
 	}
 	assertChanges(t, "resume on B", gotB, later)
@@ -79,15 +79,15 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 	// Without progress notifications they would not move for etcd's default
 	// 10m; the generous bound (not a few intervals) is for a loaded machine
 	// running the other tests in parallel.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true,
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, framework.PollTimeout, true,
 		func(ctx context.Context) (bool, error) {
 			rvA, rvB = cacheRV(ctx, t, clientA, ns), cacheRV(ctx, t, clientB, ns)
-			return rvInt(t, rvA) == final && rvInt(t, rvB) == final, nil
+			return framework.RVInt(t, rvA) == final && framework.RVInt(t, rvB) == final, nil
 		})
 	t.Logf("etcd at %d; after %v replica A at %s, B at %s", final, time.Since(start).Round(time.Millisecond), rvA, rvB)
 	if err != nil {
 		t.Errorf("replicas did not reach etcd's revision %d within %v (progress notifications every %v): A %s, B %s",
-			final, pollTimeout, framework.DefaultEtcdProgressNotifyInterval, rvA, rvB)
+			final, framework.PollTimeout, framework.DefaultEtcdProgressNotifyInterval, rvA, rvB)
 	}
 
 	// A client on either replica now gets bookmarks at that revision.
@@ -95,9 +95,9 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 		w := watchEvents(ctx, t, client, ns, metav1.ListOptions{
 			ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](3),
 		})
-		got, _ := observe(ctx, w, nil)
-		bookmarks := ofType(got, watch.Bookmark)
-		if len(bookmarks) == 0 || rvInt(t, bookmarks[len(bookmarks)-1].RV) != final {
+		got, _ := framework.Observe(ctx, w, nil)
+		bookmarks := framework.OfType(got, watch.Bookmark)
+		if len(bookmarks) == 0 || framework.RVInt(t, bookmarks[len(bookmarks)-1].RV) != final {
 			t.Errorf("replica %s: bookmarks %v, want one at %d", name, bookmarks, final)
 		}
 	}
