@@ -27,7 +27,7 @@ import (
 
 func TestAggregated(t *testing.T) {
 	t.Parallel()
-	c := framework.StartAggregatedCluster(t)
+	c := framework.StartAggregatedCluster(t, framework.AggregatedClusterOptions{})
 	ctx := context.Background()
 	c.CreateNamespace(t, "team-a")
 	c.CreateNamespace(t, "team-b")

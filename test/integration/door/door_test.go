@@ -242,33 +242,20 @@ func TestFrontDoor(t *testing.T) {
 	t.Parallel()
 	nginxBinary(t)
 	ctx := context.Background()
-	eventsEtcd := framework.StartEtcd(t)
-	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
-		EtcdServersOverrides: "/events#" + eventsEtcd.ClientURL(),
-		ExtraFlags: []string{
-			"--runtime-config=events.k8s.io/v1=false",
-			// Appended to front-proxy-client (a list flag).
-			"--requestheader-allowed-names=" + doorProxyName,
-		},
-	})
-	var replicas []*framework.Server
-	for range 2 {
-		replicas = append(replicas, framework.StartServer(t, framework.ServerOptions{
-			EtcdServers:          eventsEtcd.ClientURL(),
-			AggregatedKubeconfig: kube.KubeconfigPath,
-			ExtraArgs: []string{
-				"--self-signed-cert-dns-names=" + framework.AggregatedServiceDNS,
-				// Slow refills, so that a slow machine's storm is still
-				// refused within its few dozen writes.
-				"--event-rate-limit-qps=0.1", fmt.Sprintf("--event-rate-limit-burst=%d", doorReporterBurst),
-				"--event-rate-limit-user-qps=0.2", fmt.Sprintf("--event-rate-limit-user-burst=%d", doorUserBurst),
-			},
-		}))
-	}
 	// Bypassing clients reach event-apiserver's events.k8s.io/v1 through
 	// kube-apiserver's aggregator, as docs/aggregated.md installs it.
-	c := &framework.AggregatedCluster{Kube: kube, Events: replicas[0], Client: kube.Client(t)}
-	c.RegisterAPIService(t)
+	c := framework.StartAggregatedCluster(t, framework.AggregatedClusterOptions{
+		Replicas: 2,
+		// Appended to front-proxy-client (a list flag).
+		KubeFlags: []string{"--requestheader-allowed-names=" + doorProxyName},
+		ServerArgs: []string{
+			// Slow refills, so that a slow machine's storm is still
+			// refused within its few dozen writes.
+			"--event-rate-limit-qps=0.1", fmt.Sprintf("--event-rate-limit-burst=%d", doorReporterBurst),
+			"--event-rate-limit-user-qps=0.2", fmt.Sprintf("--event-rate-limit-user-burst=%d", doorUserBurst),
+		},
+	})
+	kube, replicas := c.Kube, c.Replicas
 	c.CreateNamespace(t, doorNamespace)
 
 	proxyCert, proxyKey := issueCert(t, kube.FrontProxyCAFile, kube.FrontProxyCAKeyFile, doorProxyName)

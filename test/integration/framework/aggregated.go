@@ -27,13 +27,34 @@ import (
 
 // AggregatedCluster is kube-apiserver v1.36.3 with its core/v1 Events in a
 // separate events etcd, and event-apiserver on that etcd serving
-// Events.k8s.io/v1 through an APIService, as docs/aggregated.md describes.
+// events.k8s.io/v1 through an APIService, as docs/aggregated.md describes.
 type AggregatedCluster struct {
-	Kube   *KubeAPIServer
-	Events *Server
-	// HTTP talks to kube-apiserver only; events.k8s.io/v1 reaches
+	Kube *KubeAPIServer
+	// EventsEtcd is the events etcd: kube-apiserver's
+	// --etcd-servers-overrides=/events#... and every replica's
+	// --etcd-servers.
+	EventsEtcd *Etcd
+	// Replicas are the event-apiserver replicas, all aggregated by Kube;
+	// Events is the first, the one the APIService routes to.
+	Replicas []*Server
+	Events   *Server
+	// Client talks to kube-apiserver only; events.k8s.io/v1 reaches
 	// event-apiserver through the aggregator.
 	Client kubernetes.Interface
+}
+
+// AggregatedClusterOptions configures StartAggregatedCluster. The zero value
+// is the install of docs/aggregated.md with one replica.
+type AggregatedClusterOptions struct {
+	// Replicas is how many event-apiserver replicas share the events etcd
+	// (default 1).
+	Replicas int
+	// KubeFlags are appended to kube-apiserver's flags (after
+	// --runtime-config=events.k8s.io/v1=false, which the cluster sets:
+	// events.k8s.io/v1 is event-apiserver's).
+	KubeFlags []string
+	// ServerArgs are appended to every replica's flags.
+	ServerArgs []string
 }
 
 // The test's Service lives apart from deploy/'s namespace.
@@ -42,27 +63,38 @@ const (
 	AggregatedServiceDNS       = "event-apiserver." + AggregatedServiceNamespace + ".svc"
 )
 
-func StartAggregatedCluster(t *testing.T) *AggregatedCluster {
+// StartAggregatedCluster starts the events etcd, kube-apiserver with its
+// Events there, the event-apiserver replicas over the same etcd with
+// kube-apiserver's kubeconfig, and registers the APIService for
+// events.k8s.io/v1, waiting until kube-apiserver serves it. Everything is
+// stopped when the test ends.
+func StartAggregatedCluster(t *testing.T, opts AggregatedClusterOptions) *AggregatedCluster {
 	t.Helper()
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
 	eventsEtcd := StartEtcd(t)
 	kube := StartKubeAPIServer(t, KubeAPIServerOptions{
 		EtcdServersOverrides: "/events#" + eventsEtcd.ClientURL(),
-		ExtraFlags:           []string{"--runtime-config=events.k8s.io/v1=false"},
+		ExtraFlags:           append([]string{"--runtime-config=events.k8s.io/v1=false"}, opts.KubeFlags...),
 	})
-	events := StartServer(t, ServerOptions{
-		EtcdServers:          eventsEtcd.ClientURL(),
-		AggregatedKubeconfig: kube.KubeconfigPath,
-		ExtraArgs:            []string{"--self-signed-cert-dns-names=" + AggregatedServiceDNS},
-	})
-	c := &AggregatedCluster{Kube: kube, Events: events, Client: kube.Client(t)}
-	c.RegisterAPIService(t)
+	c := &AggregatedCluster{Kube: kube, EventsEtcd: eventsEtcd, Client: kube.Client(t)}
+	for range opts.Replicas {
+		c.Replicas = append(c.Replicas, StartServer(t, ServerOptions{
+			EtcdServers:          eventsEtcd.ClientURL(),
+			AggregatedKubeconfig: kube.KubeconfigPath,
+			ExtraArgs:            append([]string{"--self-signed-cert-dns-names=" + AggregatedServiceDNS}, opts.ServerArgs...),
+		}))
+	}
+	c.Events = c.Replicas[0]
+	c.registerAPIService(t)
 	return c
 }
 
-// RegisterAPIService routes events.k8s.io/v1 to event-apiserver. On one
+// registerAPIService routes events.k8s.io/v1 to event-apiserver. On one
 // machine the aggregator reaches it through an ExternalName Service for
 // localhost; TLS is verified against the server's CA for the Service's name.
-func (c *AggregatedCluster) RegisterAPIService(t *testing.T) {
+func (c *AggregatedCluster) registerAPIService(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	caBundle, err := os.ReadFile(c.Events.CACertFile())

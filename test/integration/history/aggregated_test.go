@@ -23,7 +23,7 @@ import (
 // eventrecords is kube-apiserver's, through SubjectAccessReview.
 func TestHistoryAggregated(t *testing.T) {
 	t.Parallel()
-	c := framework.StartAggregatedCluster(t)
+	c := framework.StartAggregatedCluster(t, framework.AggregatedClusterOptions{})
 	ctx := framework.PollCtx(t)
 	c.RegisterHistoryAPIService(t)
 

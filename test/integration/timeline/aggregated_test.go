@@ -26,7 +26,7 @@ import (
 func TestTimelineAggregated(t *testing.T) {
 	t.Parallel()
 	plugin := timelineBinary(t)
-	c := framework.StartAggregatedCluster(t)
+	c := framework.StartAggregatedCluster(t, framework.AggregatedClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := framework.UniqueName("timeline-agg")
