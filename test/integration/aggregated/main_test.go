@@ -1,3 +1,7 @@
+// Package aggregated tests event-apiserver behind kube-apiserver v1.36.3's
+// aggregator, as docs/aggregated.md installs it: kubectl, RBAC, admission
+// and a request sequence through the aggregation layer, and kube-apiserver's
+// own health checks while the events etcd is down.
 package aggregated
 
 import (

@@ -1,3 +1,6 @@
+// Package compat is fidelity to kube-apiserver v1.36.3: the same requests,
+// ordinary, malformed and hostile, sent to it and to event-apiserver, and
+// the answers compared.
 package compat
 
 import (

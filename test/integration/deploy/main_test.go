@@ -1,3 +1,7 @@
+// Package deploy tests what deploy/ ships: the kustomize overlays, the Helm
+// chart and the static pods, applied to a real kube-apiserver v1.36.3 and
+// run without a kubelet (framework.NewKubelet), the history-only install
+// included.
 package deploy
 
 import (

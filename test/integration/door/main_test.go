@@ -1,3 +1,5 @@
+// Package door tests deploy/door, the nginx front door that sends Event
+// requests to event-apiserver and everything else to kube-apiserver.
 package door
 
 import (

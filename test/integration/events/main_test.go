@@ -1,3 +1,6 @@
+// Package events tests the Events API as one standalone server serves it:
+// both versions and the conversion between them, kubectl, client-go's
+// recorders, discovery, the etcd layout, TTLs and their rules, restarts.
 package events
 
 import (

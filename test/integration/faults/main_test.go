@@ -1,3 +1,5 @@
+// Package faults tests what clients and probes see while etcd fails: a
+// member killed under load, an outage, an external etcd that is full.
 package faults
 
 import (

@@ -1,3 +1,6 @@
+// Package fieldselectors tests field selectors: every label of both
+// versions in lists, watches and kubectl, set-based forms, and the same
+// answers as kube-apiserver v1.36.3.
 package fieldselectors
 
 import (

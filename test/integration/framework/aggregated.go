@@ -168,6 +168,7 @@ func WaitAPIServiceAvailable(t *testing.T, aggregator aggregatorclient.Interface
 	}
 }
 
+// MustCreate runs create, failing the test on any error but AlreadyExists.
 func MustCreate(t *testing.T, create func() error) {
 	t.Helper()
 	if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -175,6 +176,7 @@ func MustCreate(t *testing.T, create func() error) {
 	}
 }
 
+// CreateNamespace creates a namespace in kube-apiserver (if missing).
 func (c *AggregatedCluster) CreateNamespace(t *testing.T, name string) {
 	t.Helper()
 	MustCreate(t, func() error {
@@ -210,6 +212,7 @@ func (c *AggregatedCluster) FrontProxyGet(t *testing.T, user, path string) (int,
 	})
 }
 
+// AnonymousGet calls event-apiserver (Events) directly with no credentials.
 func (c *AggregatedCluster) AnonymousGet(t *testing.T, path string) (int, string) {
 	t.Helper()
 	return c.eventsGet(t, path, nil, nil)

@@ -273,7 +273,8 @@ func EtcdBinary(t testing.TB) string {
 	return path
 }
 
-// EtcdClient connects to the server's embedded etcd.
+// EtcdClient is a client of the etcd at url (a Server's EtcdURL: the
+// embedded etcd), closed when the test ends.
 func EtcdClient(t *testing.T, url string) *clientv3.Client {
 	t.Helper()
 	if url == "" {
@@ -287,4 +288,5 @@ func EtcdClient(t *testing.T, url string) *clientv3.Client {
 	return c
 }
 
-func EtcdEventKey(ns, name string) string { return "/registry/events/" + ns + "/" + name }
+// EtcdEventKey is the key of an Event in etcd, kube-apiserver's layout.
+func EtcdEventKey(ns, name string) string { return eventsPrefix + ns + "/" + name }

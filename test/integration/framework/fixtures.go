@@ -3,18 +3,18 @@ package framework
 // Event fixtures with every field set, and the conversions between core/v1
 // and events.k8s.io/v1 as kube-apiserver v1.36.3 does them
 // (pkg/apis/events/v1/conversion.go), written out field by field so that the
-// tests have an oracle independent of the server's conversion code.
+// tests have an oracle independent of the server's conversion code; Events
+// as client-go's two recorders write them; raw request bodies.
 
 import (
 	"bytes"
 	"encoding/json"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // FullCoreEvent is a core/v1 Event with every field set, old (count, source,
@@ -194,7 +194,8 @@ func SchedulerStyleEvent(namespace, name string) *eventsv1.Event {
 	}
 }
 
-// A valid events.k8s.io/v1 Event body, to be broken one field at a time.
+// EventsV1Body is a valid events.k8s.io/v1 Event body in namespace
+// default, after mutate (nil: none), to be broken one field at a time.
 func EventsV1Body(name string, mutate func(m map[string]any)) []byte {
 	m := map[string]any{
 		"apiVersion":          "events.k8s.io/v1",
@@ -215,7 +216,8 @@ func EventsV1Body(name string, mutate func(m map[string]any)) []byte {
 	return MustJSON(m)
 }
 
-// A valid core/v1 Event body as tools/record writes it.
+// CoreBody is a valid core/v1 Event body in namespace default as
+// tools/record writes it, after mutate (nil: none).
 func CoreBody(name string, mutate func(m map[string]any)) []byte {
 	m := map[string]any{
 		"apiVersion":     "v1",
@@ -236,6 +238,8 @@ func CoreBody(name string, mutate func(m map[string]any)) []byte {
 	return MustJSON(m)
 }
 
+// MustJSON encodes v as kubectl would send it: no HTML escaping, no
+// trailing newline.
 func MustJSON(v any) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -1,7 +1,9 @@
 package framework
 
-// Helpers shared by the integration tests: running kubectl against a server,
-// raw HTTP requests with or without the admin token, and Event fixtures.
+// Helpers shared by the integration tests: running kubectl against a server
+// and reading its tables, raw HTTP requests with or without the admin token,
+// round trippers that see what a client sent and got, polling bounds and
+// unique names.
 
 import (
 	"bytes"
@@ -21,9 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -36,8 +37,8 @@ const (
 	PollTimeout  = 30 * time.Second
 )
 
-// PreinstalledKubectl is the preinstalled kubectl, or the first one on PATH; the
-// test is skipped when there is none.
+// PreinstalledKubectl is the preinstalled kubectl, or the first one on
+// PATH; the test is skipped when there is none. KubectlBinary is v1.36.3's.
 func PreinstalledKubectl(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(kubectlPath); err == nil {
@@ -217,13 +218,14 @@ func (c *RawClient) Send(t *testing.T, r Request) Response {
 	return c.Do(t, r.Method, r.Path, r.Body, header)
 }
 
-const ContentJSON = "application/json"
+// Content types and paths of raw requests.
+const (
+	ContentJSON  = "application/json"
+	ContentMerge = "application/merge-patch+json"
 
-const ContentMerge = "application/merge-patch+json"
-
-const CoreEventsPath = "/api/v1/namespaces/default/events"
-
-const EventsEventsPath = "/apis/events.k8s.io/v1/namespaces/default/events"
+	CoreEventsPath   = "/api/v1/namespaces/default/events"
+	EventsEventsPath = "/apis/events.k8s.io/v1/namespaces/default/events"
+)
 
 // Request is one raw HTTP request.
 type Request struct {
@@ -238,6 +240,8 @@ const TableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/js
 // aggregated discovery (KEP-3352), as kubectl and client-go do.
 const AggregatedDiscovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
+// DecodeJSON decodes a response's JSON body into into, failing the test
+// when it does not decode.
 func DecodeJSON(t *testing.T, r Response, into any) {
 	t.Helper()
 	if err := json.Unmarshal(r.Body, into); err != nil {
@@ -245,8 +249,8 @@ func DecodeJSON(t *testing.T, r Response, into any) {
 	}
 }
 
-// UnthrottledClient is a clientset without client-side rate limiting: the tables
-// send a few hundred requests.
+// UnthrottledClient is a clientset without client-side rate limiting, for
+// tests that send a few hundred requests (the field-selector tables).
 func UnthrottledClient(t *testing.T, config *rest.Config) kubernetes.Interface {
 	t.Helper()
 	config = rest.CopyConfig(config)
@@ -309,6 +313,7 @@ func AssertHeaders(t *testing.T, out string, want []string) {
 	}
 }
 
+// Truncate keeps the first n bytes of b, for messages that quote a body.
 func Truncate(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[:n]
@@ -318,6 +323,8 @@ func Truncate(b []byte, n int) []byte {
 
 // ResponseLog is what a reporter's client saw on the wire: every attempt,
 // including the retries client-go's REST client makes on a 429.
+// Its fields are read under Mu once the client has stopped, or for a
+// snapshot while it runs.
 type ResponseLog struct {
 	Mu             sync.Mutex
 	Codes          map[int]int
@@ -329,10 +336,12 @@ type ResponseLog struct {
 	LastCompletion atomic.Int64
 }
 
+// NewResponseLog is an empty log; Wrap a client's transport with it.
 func NewResponseLog() *ResponseLog {
 	return &ResponseLog{Codes: map[int]int{}, RetryAfters: map[string]int{}}
 }
 
+// Wrap records every round trip of rt (rest.Config.Wrap takes it).
 func (l *ResponseLog) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		l.InFlight.Add(1)
@@ -369,6 +378,9 @@ func (l *ResponseLog) String() string {
 		l.Codes, l.RetryAfters, l.NoRetryAfter, l.TransportErrs)
 }
 
+// RoundTripperFunc is an http.RoundTripper made of a function, for
+// rest.Config.Wrap.
 type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
+// RoundTrip calls f.
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

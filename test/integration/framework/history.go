@@ -1,5 +1,9 @@
 package framework
 
+// What the Event history tests share: the stores every history test runs
+// against, eventrecords listed through the API, what etcd held (the truth
+// history must match), and a writer that keeps Events changing.
+
 import (
 	"context"
 	"encoding/json"
@@ -9,13 +13,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
@@ -24,7 +27,7 @@ import (
 
 const eventsPrefix = "/registry/events/"
 
-// HistoryStores are the stores every history test runs against; args
+// HistoryStores are the stores every history test runs against; Args
 // starts what a store needs and returns the server flags that select it.
 var HistoryStores = []struct {
 	Name string
@@ -42,9 +45,9 @@ type VersionKey struct {
 	RV  string
 }
 
-// etcdTruth is every Event version and deletion etcd held, collected by the
+// EtcdTruth is every Event version and deletion etcd held, collected by the
 // test's own watch from revision 1: what history must hold.
-type etcdTruth struct {
+type EtcdTruth struct {
 	mu       sync.Mutex
 	versions map[VersionKey]*corev1.Event
 	deleted  map[string]bool
@@ -54,9 +57,9 @@ type etcdTruth struct {
 
 // WatchEtcdTruth follows the Events prefix from the first revision until
 // the test ends.
-func WatchEtcdTruth(t *testing.T, client *clientv3.Client) *etcdTruth {
+func WatchEtcdTruth(t *testing.T, client *clientv3.Client) *EtcdTruth {
 	t.Helper()
-	truth := &etcdTruth{versions: map[VersionKey]*corev1.Event{}, deleted: map[string]bool{}}
+	truth := &EtcdTruth{versions: map[VersionKey]*corev1.Event{}, deleted: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -93,7 +96,9 @@ func WatchEtcdTruth(t *testing.T, client *clientv3.Client) *etcdTruth {
 	return truth
 }
 
-func (e *etcdTruth) Snapshot(t *testing.T) (map[VersionKey]*corev1.Event, map[string]bool) {
+// Snapshot copies the versions and deletions seen so far (deleted by uid),
+// failing the test if the watch failed.
+func (e *EtcdTruth) Snapshot(t *testing.T) (map[VersionKey]*corev1.Event, map[string]bool) {
 	t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -111,6 +116,7 @@ func (e *etcdTruth) Snapshot(t *testing.T) (map[VersionKey]*corev1.Event, map[st
 	return versions, deleted
 }
 
+// EventRecordsPath is the history group's API path.
 const EventRecordsPath = "/apis/history.eventapiserver.io/v1alpha1"
 
 // ListEventRecords lists one page; namespace "" lists all namespaces.
@@ -160,6 +166,7 @@ func ListAllEventRecords(t *testing.T, c *RawClient, namespace, fieldSelector st
 	}
 }
 
+// RecordKeys are the versions records hold, in their order.
 func RecordKeys(records []historyv1alpha1.EventRecord) []VersionKey {
 	keys := make([]VersionKey, 0, len(records))
 	for _, r := range records {
@@ -177,6 +184,8 @@ type HistoryWriter struct {
 	errs   []error
 }
 
+// StartHistoryWriter starts writing into ns (a Pod's Events: create, then
+// patch as a series, through each API in turn, every 20 ms); Stop ends it.
 func StartHistoryWriter(client kubernetes.Interface, ns string) *HistoryWriter {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &HistoryWriter{cancel: cancel, done: make(chan struct{})}
@@ -223,11 +232,13 @@ func StartHistoryWriter(client kubernetes.Interface, ns string) *HistoryWriter {
 	return w
 }
 
+// Stop stops the writes and waits for the last.
 func (w *HistoryWriter) Stop() {
 	w.cancel()
 	<-w.done
 }
 
+// Errors are the writes that failed.
 func (w *HistoryWriter) Errors() []error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

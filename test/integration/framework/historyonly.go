@@ -1,7 +1,7 @@
 package framework
 
 // A history-only replica (--history-only) run as a bare process beside a
-// Kube-apiserver, so that a test can SIGKILL and restart it.
+// kube-apiserver, so that a test can SIGKILL and restart it.
 
 import (
 	"context"

@@ -54,6 +54,8 @@ func SplitManifests(t *testing.T, data []byte) []*unstructured.Unstructured {
 	}
 }
 
+// FindObject is the object of kind and name among objs; the test fails
+// without one.
 func FindObject(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	t.Helper()
 	for _, obj := range objs {
@@ -65,6 +67,7 @@ func FindObject(t *testing.T, objs []*unstructured.Unstructured, kind, name stri
 	return nil
 }
 
+// FromUnstructured converts u into a typed object, refusing unknown fields.
 func FromUnstructured(t *testing.T, u *unstructured.Unstructured, into any) {
 	t.Helper()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {

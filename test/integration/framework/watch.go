@@ -89,6 +89,7 @@ func WithPrefix(got []Seen, prefix string) []Seen {
 	return out
 }
 
+// OfType keeps the events of type typ.
 func OfType(got []Seen, typ watch.EventType) []Seen {
 	var out []Seen
 	for _, s := range got {
@@ -121,10 +122,13 @@ func LastRV(got []Seen, from string) string {
 	return from
 }
 
+// HasChanges is an Observe condition: n changes, or an error.
 func HasChanges(n int) func([]Seen) bool {
 	return func(got []Seen) bool { return len(Changes(got)) >= n || len(OfType(got, watch.Error)) > 0 }
 }
 
+// RVInt parses a resource version, failing the test when it is not a
+// number (every resource version of ours and kube-apiserver's is one).
 func RVInt(t *testing.T, rv string) int64 {
 	t.Helper()
 	n, err := strconv.ParseInt(rv, 10, 64)

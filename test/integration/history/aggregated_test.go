@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
-
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // TestHistoryAggregated serves history.eventapiserver.io through

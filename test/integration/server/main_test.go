@@ -1,3 +1,6 @@
+// Package server tests the binary as an operator runs it: authentication,
+// its listeners, certificate renewal, exit codes, operator flags, the
+// image.
 package server
 
 import (

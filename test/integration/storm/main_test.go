@@ -1,3 +1,9 @@
+// Package storm holds the tests that must have the machine to themselves:
+// write storms that must see only 201 and 429, the soak's memory figures,
+// filling etcd's quota, hostile reporter names. Each calls
+// framework.Exclusive and none is parallel; hack/test.sh runs this package
+// alone before the others. A test that can share the machine belongs in
+// another area.
 package storm
 
 import (

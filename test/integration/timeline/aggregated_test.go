@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
-
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // TestTimelineAggregated runs kubectl-timeline against kube-apiserver with

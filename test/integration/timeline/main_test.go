@@ -1,3 +1,5 @@
+// Package timeline tests the kubectl-timeline plugin: against one server,
+// through kube-apiserver's aggregator, and installed with krew.
 package timeline
 
 import (

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // TestWatchBookmarksResumeAfterRestart is KEP-1904 (efficient watch

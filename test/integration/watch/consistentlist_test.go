@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // listCounters are the server's LIST metrics for Events.

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
 // downtimeResult is what a client saw resuming after the server's downtime.

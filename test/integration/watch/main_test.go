@@ -1,3 +1,7 @@
+// Package watch tests watches: bookmarks and resumes after restarts,
+// downtime and across replicas, etcd members killed, informers that must
+// not relist, kubectl --watch, consistent lists from the cache, and the
+// warning when etcd sends no progress notifications.
 package watch
 
 import (
