@@ -51,6 +51,7 @@ func TestHistoryCaptureCPU(t *testing.T) {
 	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
 		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
 	}
+	framework.Exclusive(t)
 	creates, rounds := benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 30)
 	type target struct {
 		mode   string
@@ -257,6 +258,7 @@ func TestHistoryQueryAtScale(t *testing.T) {
 	if path == "" || rows == "" {
 		t.Skip("a benchmark: set HISTORY_BENCH_DB and HISTORY_BENCH_ROWS to a history BenchmarkListOneObjectWeek filled")
 	}
+	framework.Exclusive(t)
 	objects, err := strconv.Atoi(rows)
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
 		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
 	}
+	framework.Exclusive(t)
 	creates, rounds := benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
 	ctx := context.Background()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})

@@ -222,6 +222,7 @@ func TestSoak(t *testing.T) {
 	// late on their 27 s period (why was not measured: nice orders the CPU
 	// only, not the disk its etcd syncs to), and the plain run took 299 and
 	// 304 s against 331 and 306 without it: no time won outside the noise.
+	framework.Exclusive(t)
 	plan, kind := soakPlanFromEnv()
 	if backOffs := (plan.events + 4) / 5; backOffs > recordSpamBurst {
 		t.Fatalf("plan: %d Events a reporter repeat one %d times, more than tools/record's spam filter lets through (%d)",

@@ -129,6 +129,7 @@ func TestStorm(t *testing.T) {
 	// Not parallel: it drives a write storm and asserts that every answer is
 	// 201 or 429; with other tests' processes on the same cores, etcd's health
 	// probe timed out and 503s appeared (go test -parallel 3, race build).
+	framework.Exclusive(t)
 	duration := stormDuration(t)
 	server := framework.StartServer(t, framework.ServerOptions{ExtraArgs: []string{
 		fmt.Sprintf("--event-rate-limit-qps=%d", stormReporterQPS),
