@@ -54,10 +54,6 @@ func TestCapture(t *testing.T) {
 	defer s.Close()
 	store := &flakyStore{Store: s}
 	store.failures.Store(3)
-	put := func(ctx context.Context, name string, count int32) {
-		t.Helper()
-		putEvent(ctx, t, client, name, count)
-	}
 	run := func(ctx context.Context) (stop func()) {
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -88,7 +84,7 @@ func TestCapture(t *testing.T) {
 
 	stop := run(ctx)
 	for i := 0; i < 100; i++ {
-		put(ctx, fmt.Sprint("e", i%40), int32(i/40+1))
+		putEvent(ctx, t, client, fmt.Sprint("e", i%40), int32(i/40+1))
 		want++
 	}
 	if _, err := client.Delete(ctx, prefix+"ns/e0"); err != nil {
@@ -99,7 +95,7 @@ func TestCapture(t *testing.T) {
 
 	// Written while no capture runs; the next resumes from the store.
 	for i := 0; i < 20; i++ {
-		put(ctx, fmt.Sprint("late", i), 1)
+		putEvent(ctx, t, client, fmt.Sprint("late", i), 1)
 		want++
 	}
 	stop = run(ctx)

@@ -357,7 +357,7 @@ func TestKubeCaptureExpired(t *testing.T) {
 	k.waitProgress(k.api.rv)
 	stop()
 
-	lostBefore := counter(t, history.RelistLostVersions.WithLabelValues("kubernetes"))
+	lostBefore := counterOf(t, history.RelistLostVersions, "kubernetes")
 	expiredBefore := relists(t, "expired")
 	// Away: "updated" gets three more versions of which the list shows the
 	// last, "created" three of which likewise, "deleted" goes.
@@ -382,7 +382,7 @@ func TestKubeCaptureExpired(t *testing.T) {
 			t.Errorf("%s is in history, yet the fake kube-apiserver never served it", v)
 		}
 	}
-	if n := counter(t, history.RelistLostVersions.WithLabelValues("kubernetes")) - lostBefore; int(n) != len(lost) {
+	if n := counterOf(t, history.RelistLostVersions, "kubernetes") - lostBefore; int(n) != len(lost) {
 		t.Errorf("lost versions metric grew by %v, %d versions were lost", n, len(lost))
 	}
 	if k.deletedAt("deleted") == nil {
@@ -416,7 +416,7 @@ func TestKubeCaptureRestored(t *testing.T) {
 	stored := k.api.rv
 
 	restoredBefore := relists(t, "restored")
-	rewoundBefore := counter(t, history.RelistRewoundRevisions.WithLabelValues("kubernetes"))
+	rewoundBefore := counterOf(t, history.RelistRewoundRevisions, "kubernetes")
 	k.api.mu.Lock()
 	k.api.rv, k.api.oldest, k.api.log = backupRV, backupRV, nil
 	k.api.events = map[string]*corev1.Event{"kept": backup}
@@ -436,7 +436,7 @@ func TestKubeCaptureRestored(t *testing.T) {
 	if got := relists(t, "restored") - restoredBefore; got != 1 {
 		t.Errorf("%v relists for a restore, want 1", got)
 	}
-	if got := counter(t, history.RelistRewoundRevisions.WithLabelValues("kubernetes")) - rewoundBefore; got != float64(stored-(newRV)) {
+	if got := counterOf(t, history.RelistRewoundRevisions, "kubernetes") - rewoundBefore; got != float64(stored-(newRV)) {
 		t.Errorf("rewound revisions metric grew by %v, want %d", got, stored-newRV)
 	}
 	// The watch follows from the rewound resourceVersion.
