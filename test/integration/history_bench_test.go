@@ -123,7 +123,7 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		// counted against "on" only: a few, not one per 50 ms.
 		err := wait.PollUntilContextTimeout(pollCtx(t), 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 			m := string(tg.raw.do(t, "GET", "/metrics", nil, nil).body)
-			return strings.Contains(m, fmt.Sprintf("event_apiserver_history_versions_written_total %d\n", tg.stored)), nil
+			return strings.Contains(m, fmt.Sprintf("event_apiserver_history_versions_written_total{source=\"etcd\"} %d\n", tg.stored)), nil
 		})
 		if err != nil {
 			t.Fatalf("capture did not store %d versions: %v", tg.stored, err)

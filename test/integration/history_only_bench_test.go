@@ -97,7 +97,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	stored := func() {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-			return replica.metric(t, "event_apiserver_history_capture_revision") >= float64(lastRV), nil
+			return replica.metric(t, `event_apiserver_history_capture_revision{source="kubernetes"}`) >= float64(lastRV), nil
 		})
 		if err != nil {
 			t.Fatalf("history never reached resourceVersion %d: %v", lastRV, err)
@@ -147,7 +147,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		_ = wait.PollUntilContextCancel(sampleCtx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-			samples = append(samples, replica.metric(t, "event_apiserver_history_capture_lag_seconds"))
+			samples = append(samples, replica.metric(t, `event_apiserver_history_capture_lag_seconds{source="kubernetes"}`))
 			return false, nil
 		})
 	}()

@@ -214,7 +214,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 			}
 		})
 	}
-	if !pod.LogContains("Starting Event history capture from the Kubernetes API") {
+	if !pod.LogContains(`"Starting Event history capture" source="kubernetes"`) {
 		t.Errorf("the server did not capture from the Kubernetes API:\n%s", pod.Log())
 	}
 }
@@ -458,8 +458,8 @@ func TestHistoryOnlyCrash(t *testing.T) {
 	if !strings.Contains(first.proc.Tail(400), "410 Gone") && !strings.Contains(second.proc.Tail(400), "410 Gone") {
 		t.Errorf("no replica met a 410 after the compaction")
 	}
-	lost := first.metric(t, "event_apiserver_history_capture_relist_lost_versions_total") +
-		second.metric(t, "event_apiserver_history_capture_relist_lost_versions_total")
+	lost := first.metric(t, `event_apiserver_history_capture_relist_lost_versions_total{source="kubernetes"}`) +
+		second.metric(t, `event_apiserver_history_capture_relist_lost_versions_total{source="kubernetes"}`)
 
 	truth.mu.Lock()
 	versions := make(map[versionKey]*corev1.Event, len(truth.versions))

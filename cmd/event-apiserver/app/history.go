@@ -181,7 +181,6 @@ func (o *HistoryOptions) captureConfig() capture.Config {
 		BatchSize:     o.BatchSize,
 		BatchInterval: o.BatchInterval,
 		MaxQueueBytes: o.MaxQueueBytes,
-		BehindTimeout: o.BehindTimeout,
 	}
 }
 
@@ -207,14 +206,16 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 		store.Close()
 		return nil, fmt.Errorf("connecting history capture to etcd: %w", err)
 	}
-	captureConfig := o.captureConfig()
-	// The key prefix the Event storage writes under, as kube-apiserver lays it out.
-	captureConfig.Prefix = path.Join("/", storage.Prefix, "events") + "/"
+	source := capture.NewEtcdSource(capture.EtcdConfig{
+		Client: client,
+		// The key prefix the Event storage writes under, as kube-apiserver lays it out.
+		Prefix: path.Join("/", storage.Prefix, "events") + "/",
+	})
 	return &apiserver.HistoryConfig{
-		Store:      store,
-		EtcdClient: client,
-		Capture:    captureConfig,
-		Retention:  o.retention(),
+		Store:     store,
+		Sources:   []capture.Source{source},
+		Capture:   o.captureConfig(),
+		Retention: o.retention(),
 	}, nil
 }
 
@@ -233,11 +234,11 @@ func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*a
 	if err != nil {
 		return nil, err
 	}
-	captureConfig := o.captureConfig()
+	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: client, BehindTimeout: o.BehindTimeout})
 	return &apiserver.HistoryConfig{
-		Store:      store,
-		KubeClient: client,
-		Capture:    captureConfig,
-		Retention:  o.retention(),
+		Store:     store,
+		Sources:   []capture.Source{source},
+		Capture:   o.captureConfig(),
+		Retention: o.retention(),
 	}, nil
 }
