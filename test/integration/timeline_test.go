@@ -184,6 +184,9 @@ func TestTimelinePlugin(t *testing.T) {
 	t.Run("three incarnations, oldest first, each Event once", func(t *testing.T) {
 		list := timeline("pod/web-0", "-n", ns)
 		assertStory("pod/web-0", list, whole)
+		// Both sources followed page by page: continue tokens, and each
+		// Event once although its versions span pages.
+		assertStory("pod/web-0 in pages of one", timeline("pod/web-0", "-n", ns, "--chunk-size=1"), whole)
 		for i := 1; i < len(list.Items); i++ {
 			if list.Items[i].LastSeen.Before(&list.Items[i-1].LastSeen) {
 				t.Errorf("records %d and %d not oldest first: %s, %s", i-1, i, list.Items[i-1].LastSeen, list.Items[i].LastSeen)
