@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -79,21 +80,6 @@ func (s setFlags) of(names []string, sets ...string) []string {
 	return given
 }
 
-// without drops names from flags (each --name).
-func without(flags []string, names ...string) []string {
-	var kept []string
-	for _, f := range flags {
-		drop := false
-		for _, name := range names {
-			drop = drop || f == "--"+name
-		}
-		if !drop {
-			kept = append(kept, f)
-		}
-	}
-	return kept
-}
-
 // refuse is the error naming flags, followed by verb, made singular for one
 // flag ("apply" becomes "applies"), and why.
 func refuse(flags []string, verb, why string, args ...any) error {
@@ -165,7 +151,8 @@ func (c *completedOptions) flagErrors() []error {
 				"and kube-apiserver cannot reach it"))
 		}
 	case apiserver.Standalone:
-		if given := without(set.of(nil, "aggregated"), "aggregated"); len(given) > 0 {
+		given := slices.DeleteFunc(set.of(nil, "aggregated"), func(f string) bool { return f == "--aggregated" })
+		if len(given) > 0 {
 			add(refuse(given, "apply", "only with --aggregated or --history-only (which delegate to kube-apiserver): "+
 				"a standalone server has its own admin token"))
 		}
