@@ -6,12 +6,11 @@ set -o errexit -o nounset -o pipefail
 
 # shellcheck source=lib/init.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
-cd "${REPO_ROOT}"
 
-tmp="$(mktemp)"
-trap 'rm -f "${tmp}"' EXIT
-go run ./hack/flagsdoc >"${tmp}"
-if ! diff -u docs/flags.md "${tmp}" >&2; then
+generated="$(mktemp)"
+trap 'rm -f "${generated}"' EXIT
+bash "${REPO_ROOT}/hack/update-flags-docs.sh" "${generated}"
+if ! diff -u "${REPO_ROOT}/docs/flags.md" "${generated}" >&2; then
     fail "docs/flags.md is out of date with the command's flags (diff above). Run: hack/update-flags-docs.sh"
 fi
 log "docs/flags.md matches the command's flags."
