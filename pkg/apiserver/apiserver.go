@@ -34,9 +34,9 @@ type ExtraConfig struct {
 	TTL *ttl.Rules
 	// History, when set, keeps Event versions beyond the TTL.
 	History *HistoryConfig
-	// HistoryOnly serves History alone, with no Events API and no etcd:
-	// the history-only server, capturing from kube-apiserver.
-	HistoryOnly bool
+	// Mode says which APIs New installs: HistoryOnly serves History alone,
+	// with no Events API and no etcd.
+	Mode Mode
 }
 
 type Config struct {
@@ -74,7 +74,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		return nil, err
 	}
 
-	if c.ExtraConfig.HistoryOnly {
+	if !c.ExtraConfig.Mode.ServesEvents() {
 		if c.ExtraConfig.History == nil {
 			return nil, fmt.Errorf("a history-only server needs a history store")
 		}
