@@ -11,7 +11,6 @@ import (
 	eventsinstall "github.com/eventapiserver/event-apiserver/pkg/apis/events/install"
 	historyinstall "github.com/eventapiserver/event-apiserver/pkg/apis/history/install"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
-	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 )
 
 var (
@@ -25,9 +24,8 @@ var (
 func init() {
 	coreinstall.Install(Scheme)
 	eventsinstall.Install(Scheme)
-	utilruntime.Must(fieldselectors.AddFieldLabelConversions(Scheme))
 	historyinstall.Install(Scheme)
-	utilruntime.Must(historyregistry.AddFieldLabelConversions(Scheme))
+	utilruntime.Must(fieldselectors.AddFieldLabelConversions(Scheme))
 
 	// The meta types every API server needs for list options, status and discovery.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})

@@ -294,9 +294,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	serverConfig.RequestInfoResolver = fieldselectors.RequestInfoResolver(genericapiserver.NewRequestInfoResolver(&serverConfig.Config))
 	buildChain := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		// Set-based field selectors are rewritten before the handlers
-		// decode them (fieldselectors/setselector.go).
-		return buildChain(fieldselectors.WithSetSelectors(stormPlugin.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs)), c)
+		// Set-based field selectors are resolved once, before the chain,
+		// and the handlers decode the result (fieldselectors/setselector.go).
+		return fieldselectors.WithSetSelectors(buildChain(fieldselectors.WithResolvedSelectors(stormPlugin.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs)), c), c.RequestInfoResolver)
 	}
 
 	history, err := o.History.Config(o.DataDir, o.Etcd.StorageConfig)
