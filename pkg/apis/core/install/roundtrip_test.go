@@ -20,7 +20,6 @@ import (
 	corev1 "github.com/eventapiserver/event-apiserver/pkg/apis/core/v1"
 	eventsinstall "github.com/eventapiserver/event-apiserver/pkg/apis/events/install"
 	eventsv1 "github.com/eventapiserver/event-apiserver/pkg/apis/events/v1"
-	eventsv1beta1 "github.com/eventapiserver/event-apiserver/pkg/apis/events/v1beta1"
 )
 
 const iterations = 500
@@ -44,10 +43,6 @@ var externalKinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("EventList"),
 	eventsv1.SchemeGroupVersion.WithKind("Event"),
 	eventsv1.SchemeGroupVersion.WithKind("EventList"),
-	// Known, not served: kube-apiserver converts a v1beta1 body before it
-	// refuses its version, and so do we.
-	eventsv1beta1.SchemeGroupVersion.WithKind("Event"),
-	eventsv1beta1.SchemeGroupVersion.WithKind("EventList"),
 }
 
 func internalVersion(gv schema.GroupVersion) schema.GroupVersion {
