@@ -76,10 +76,13 @@ import (
 // DeleteOptions and WatchEvent with every group version, as
 // kube-apiserver's does.
 //
-// kube-apiserver also knows each group's internal kinds (`apiVersion:
-// __internal`), which exist only in k8s.io/kubernetes: a body naming one is
-// refused here as not registered, where kube-apiserver fails its
-// conversion. No client sends those.
+// Two differences remain, in bodies no client sends as an Event. kube-apiserver
+// also knows each group's internal kinds (`apiVersion: __internal`), which
+// exist only in k8s.io/kubernetes: a body naming one is refused here as not
+// registered, where kube-apiserver fails its conversion. And this scheme
+// knows history.eventapiserver.io, which kube-apiserver does not: an
+// EventRecord sent as an Event fails its conversion here, where
+// kube-apiserver finds no such kind.
 func addKubeKinds(scheme *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
 		admissionv1.AddToScheme, admissionv1beta1.AddToScheme,
