@@ -45,7 +45,7 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 	var rest []fieldselectors.Requirement
 	for _, req := range fieldselectors.Read(selector) {
 		if req.Field == fieldselectors.Since || req.Field == fieldselectors.Until {
-			if req.Not {
+			if req.Not || req.Set {
 				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s", req.Field, selector.String()))
 			}
 			t, err := parseTime(req.Values[0], now)
