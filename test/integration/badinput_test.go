@@ -475,6 +475,7 @@ func TestBadInputMatchesKubeAPIServer(t *testing.T) {
 	server := framework.StartServer(t, framework.ServerOptions{})
 	ours := adminRawClient(t, server)
 	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
+	t.Run("bodies of other kinds", func(t *testing.T) { testDecodeMatchesKubeAPIServer(t, ours, theirs) })
 	for _, tc := range badInputCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, s := range tc.setup {

@@ -19,17 +19,17 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
-	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
-// TestBadInputDecodeMatchesKubeAPIServer sends bodies that are no Event of
-// the group they are sent to, to both groups of our server and of
-// kube-apiserver v1.36.3, and compares the answers' code, reason, message
-// and details: a body of every kind that kube-apiserver's scheme (as our
-// scheme mirrors it) or client-go's knows, as JSON, one kind of each group
-// version as protobuf, some as YAML, and the decode errors around them
-// (other versions of Events, missing kind or apiVersion, an unknown
-// version, creates, updates and patches that name another kind).
+// testDecodeMatchesKubeAPIServer (a part of TestBadInputMatchesKubeAPIServer,
+// which starts both servers) sends bodies that are no Event of the group
+// they are sent to, to both groups of our server and of kube-apiserver
+// v1.36.3, and compares the answers' code, reason, message and details: a
+// body of every kind that kube-apiserver's scheme (as our scheme mirrors
+// it) or client-go's knows, as JSON, one kind of each group version as
+// protobuf, some as YAML, and the decode errors around them (other versions
+// of Events, missing kind or apiVersion, an unknown version, creates,
+// updates and patches that name another kind).
 //
 // kube-apiserver decodes a Pod sent to /api/v1/namespaces/x/events, fails
 // to convert it to an Event and answers with its conversion message; so do
@@ -37,13 +37,7 @@ import (
 // Left out: history.eventapiserver.io, which kube-apiserver does not know
 // and we do, and kube's internal versions (`apiVersion: __internal`) of
 // kinds other than Event, which only k8s.io/kubernetes defines.
-func TestBadInputDecodeMatchesKubeAPIServer(t *testing.T) {
-	t.Parallel()
-	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
-	server := framework.StartServer(t, framework.ServerOptions{})
-	ours := adminRawClient(t, server)
-	theirs := newRawClient(t, kube.RestConfig(), kube.AdminToken)
-
+func testDecodeMatchesKubeAPIServer(t *testing.T, ours, theirs *rawClient) {
 	paths := []string{coreEventsPath, eventsEventsPath}
 	served := map[string]schema.GroupVersionKind{
 		coreEventsPath:   corev1.SchemeGroupVersion.WithKind("Event"),

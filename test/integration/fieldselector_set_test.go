@@ -232,8 +232,9 @@ func TestSetFieldSelectors(t *testing.T) {
 			}
 		}
 	}
-	// History names an unknown label as the Events APIs do. (Sets the
-	// extension does not serve: TestSetSelectorsNotServedMatchKubeAPIServer.)
+	t.Run("sets not served", func(t *testing.T) { testSetSelectorsNotServed(t, c, kc) })
+
+	// History names an unknown label as the Events APIs do.
 	resp := c.do(t, "GET", eventRecordsPath+"/eventrecords?"+url.Values{"fieldSelector": {"reason:in=BackOff"}}.Encode(), nil, map[string]string{"Accept": "application/json"})
 	if st := resp.status(t); resp.code != 400 || st.Message != "field label not supported: reason:in" {
 		t.Errorf("eventrecords with reason:in=BackOff: %d %q", resp.code, st.Message)
