@@ -46,14 +46,16 @@ rm -f "${REPO_ROOT}/pkg/apis/core/zz_generated.deepcopy.go"
 # emits code that does not compile. Event's metav1 fields are the same Go
 # types on both sides, so no metav1 conversion is needed.
 rm -f "${REPO_ROOT}/pkg/apis/core/v1/zz_generated.conversion.go" \
-    "${REPO_ROOT}/pkg/apis/events/v1/zz_generated.conversion.go"
+    "${REPO_ROOT}/pkg/apis/events/v1/zz_generated.conversion.go" \
+    "${REPO_ROOT}/pkg/apis/events/v1beta1/zz_generated.conversion.go"
 "${GOBIN}/conversion-gen" \
     --output-file zz_generated.conversion.go \
     --go-header-file "${BOILERPLATE}" \
     --base-peer-dirs "k8s.io/apimachinery/pkg/conversion,k8s.io/apimachinery/pkg/runtime" \
     --extra-peer-dirs "${MODULE}/pkg/apis/core/v1" \
     "${MODULE}/pkg/apis/core/v1" \
-    "${MODULE}/pkg/apis/events/v1"
+    "${MODULE}/pkg/apis/events/v1" \
+    "${MODULE}/pkg/apis/events/v1beta1"
 
 # The served types are k8s.io/api's, so their OpenAPI definitions are
 # generated from there (kube_codegen.sh adds the apimachinery packages).

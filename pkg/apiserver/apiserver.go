@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -102,6 +103,9 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	}
 
 	eventsGroup := genericapiserver.NewDefaultAPIGroupInfo(events.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	// The scheme also knows v1beta1, to decode bodies as kube-apiserver
+	// does (kinds.go); it is not served.
+	eventsGroup.PrioritizedVersions = []schema.GroupVersion{eventsv1.SchemeGroupVersion}
 	eventsGroup.VersionedResourcesStorageMap[eventsv1.SchemeGroupVersion.Version] = storage
 	if err := genericServer.InstallAPIGroup(&eventsGroup); err != nil {
 		return nil, fmt.Errorf("installing events.k8s.io/v1: %w", err)

@@ -352,9 +352,9 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 			// writing once refused before the API handler starts.
 			api = limiter.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs)
 		}
-		// Set-based field selectors are rewritten before the handlers
-		// decode them (fieldselectors/setselector.go).
-		return buildChain(fieldselectors.WithSetSelectors(api), c)
+		// Set-based field selectors are resolved once, before the chain,
+		// and the handlers decode the result (fieldselectors/setselector.go).
+		return fieldselectors.WithSetSelectors(buildChain(fieldselectors.WithResolvedSelectors(api), c), c.RequestInfoResolver)
 	}
 
 	history, err := c.History.Config(c.DataDir, etcd.StorageConfig)
