@@ -308,6 +308,14 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 	}
 	// After ServerRun, which sets the registry's version.
 	serverConfig.EffectiveVersion = effectiveVersion()
+	// Set-based field selectors are resolved once, before the chain, and
+	// the handlers decode the result (fieldselectors/setselector.go), in
+	// every mode: eventrecords take them as Events do.
+	serverConfig.RequestInfoResolver = fieldselectors.RequestInfoResolver(genericapiserver.NewRequestInfoResolver(&serverConfig.Config))
+	buildChain := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
+		return fieldselectors.WithSetSelectors(buildChain(fieldselectors.WithResolvedSelectors(api), c), c.RequestInfoResolver)
+	}
 	if c.mode == apiserver.HistoryOnly {
 		return c.historyOnlyConfig(serverConfig)
 	}
@@ -342,9 +350,8 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 			return nil, err
 		}
 	}
-	serverConfig.RequestInfoResolver = fieldselectors.RequestInfoResolver(genericapiserver.NewRequestInfoResolver(&serverConfig.Config))
 	limiter := limits.Plugin()
-	buildChain := serverConfig.BuildHandlerChainFunc
+	withSelectors := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
 		if limiter != nil {
 			// The limiter decides once per request, even when an update
@@ -352,9 +359,7 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 			// writing once refused before the API handler starts.
 			api = limiter.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs)
 		}
-		// Set-based field selectors are resolved once, before the chain,
-		// and the handlers decode the result (fieldselectors/setselector.go).
-		return fieldselectors.WithSetSelectors(buildChain(fieldselectors.WithResolvedSelectors(api), c), c.RequestInfoResolver)
+		return withSelectors(api, c)
 	}
 
 	history, err := c.History.Config(c.DataDir, etcd.StorageConfig)
