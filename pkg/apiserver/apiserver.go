@@ -112,9 +112,12 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	}
 
 	if c.ExtraConfig.History != nil {
-		if err := installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false); err != nil {
-			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
-		}
+		err = installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false)
+	} else {
+		err = installHistoryOff(genericServer)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
 	}
 
 	// Unlike poststarthook/storage-readiness below, which gives up waiting

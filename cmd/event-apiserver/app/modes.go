@@ -134,7 +134,10 @@ func (c *completedOptions) flagErrors() []error {
 			add(errors.New("--history-only and --aggregated are two modes: give one (--history-only serves history alone; " +
 				"--aggregated serves the Events API behind kube-apiserver)"))
 		}
-		if set.has("history") {
+		// --history=true says what --history-only implies, and is what
+		// components/history-postgres appends to whichever overlay it
+		// joins; only its opposite contradicts the mode.
+		if set.has("history") && set.value("history") != "true" {
 			add(fmt.Errorf("--history-only and --history=%s: a history-only server always keeps history; drop --history", set.value("history")))
 		}
 		if given := set.of(eventFlags, "etcd", "embedded etcd", "event storms", "admission"); len(given) > 0 {

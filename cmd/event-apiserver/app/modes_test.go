@@ -43,7 +43,7 @@ func TestContradictoryFlags(t *testing.T) {
 		{name: "aggregated, shared certificate", mode: apiserver.Aggregated, args: []string{"--aggregated", etcd,
 			"--serving-cert-secret=ns/s", "--serving-cert-validity=1h", "--apiservice-names=v1.events.k8s.io"}},
 		{name: "history-only", mode: apiserver.HistoryOnly, args: []string{"--history-only", kube,
-			"--history-store=postgres", "--history-dsn=postgres://h/db", "--serving-cert-secret=ns/s",
+			"--history=true", "--history-store=postgres", "--history-dsn=postgres://h/db", "--serving-cert-secret=ns/s",
 			"--enable-priority-and-fairness=false", "--history-capture-behind-timeout=1m"}},
 
 		{name: "history-only and aggregated", mode: apiserver.HistoryOnly,
