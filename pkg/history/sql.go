@@ -6,32 +6,17 @@ import (
 	"strings"
 )
 
-// columns is every Column; SQL stores name their columns so.
-var columns = map[Column]bool{
-	ColumnNamespace: true, ColumnName: true,
-	ColumnRegardingUID: true, ColumnRegardingName: true,
-	ColumnRegardingNamespace: true, ColumnRegardingKind: true,
-	ColumnRelatedUID: true, ColumnRelatedName: true,
-	ColumnReason: true, ColumnType: true, ColumnReportingController: true,
-}
-
-// narrowing are the columns whose equality picks one object's versions out of
-// millions: beside one of them, the namespace's own index is the wrong road.
-var narrowing = map[Column]bool{
-	ColumnRegardingUID: true, ColumnRegardingName: true,
-	ColumnRelatedUID: true, ColumnRelatedName: true,
-}
-
 // Where renders the query's filter for a SQL store whose versions table is
 // aliased v, with last_seen and revision columns. Column names come from
-// the fixed set above; every value goes through param, which binds it and
+// Columns; every value goes through param, which binds it and
 // returns its placeholder (? or $n). It returns "" when nothing is filtered.
 func (q Query) Where(param func(value any) string) (string, error) {
 	narrowed := false
 	for _, c := range q.Conditions {
 		all := len(c.Columns) > 0 && !c.Not && c.Value != ""
 		for _, col := range c.Columns {
-			all = all && narrowing[col]
+			def, ok := columnsByName[col]
+			all = all && ok && def.Narrowing
 		}
 		narrowed = narrowed || all
 	}
@@ -39,7 +24,8 @@ func (q Query) Where(param func(value any) string) (string, error) {
 	for _, c := range q.Conditions {
 		var parts []string
 		for _, col := range c.Columns {
-			if !columns[col] {
+			def, ok := columnsByName[col]
+			if !ok {
 				return "", fmt.Errorf("unknown history column %q", col)
 			}
 			op := " = "
@@ -75,6 +61,11 @@ func (q Query) Where(param func(value any) string) (string, error) {
 				// partial index (WHERE col != '') only when the query
 				// states the index's condition.
 				part = "(" + part + " AND v." + string(col) + " != '')"
+			}
+			if def.Added {
+				// Versions stored before the column was added hold NULL:
+				// the reader matches them on their Event (Condition.Match).
+				part = "(" + part + " OR v." + string(col) + " IS NULL)"
 			}
 			parts = append(parts, part)
 		}
