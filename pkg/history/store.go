@@ -143,5 +143,7 @@ type Store interface {
 	Feed(ctx context.Context) (FeedState, error)
 	// Changes reads the feed; see ChangeQuery and the package doc.
 	Changes(ctx context.Context, query ChangeQuery) ([]Change, error)
+	// Schema says where the store's schema stands for this server.
+	Schema() Schema
 	Close() error
 }
