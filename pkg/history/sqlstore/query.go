@@ -124,8 +124,9 @@ func changesWhere(q history.ChangeQuery, position string, bind func(value any) s
 const endPosition = `CASE WHEN d.seq IS NULL THEN NULL ELSE {greatest}(CASE WHEN d.first_seq > 0 THEN d.first_seq ELSE d.seq END,
 	d.seq - (SELECT count(*) FROM {versions} h WHERE h.uid = v.uid AND h.seq < d.seq AND h.revision > v.revision)) END`
 
-// recordColumns are what scanRecord reads, from versions v and deletions d.
-func recordColumns() string {
+// recordColumns are what scanRecord reads, from versions v and deletions d,
+// the end's position on v as end.
+func recordColumns(end string) string {
 	var b strings.Builder
 	b.WriteString("v.uid, v.revision")
 	for _, c := range history.Columns {
@@ -136,7 +137,7 @@ func recordColumns() string {
 		}
 	}
 	b.WriteString(", v.last_seen, v.observed_at, v.object, v.seq, d.revision AS deleted_revision, d.deleted_at, " +
-		endPosition + " AS end_position")
+		end + " AS end_position")
 	return b.String()
 }
 
@@ -170,7 +171,10 @@ func (s *Store) selectRecord(through int64) string {
 }
 
 // changesQuery is Changes' statement: the new versions and the ends, each
-// leg read by its position index, merged. The ends leg joins an end's
+// leg read by its position index, merged. A change's position is its own
+// column, so the record's end position is not read (changeColumns): each
+// endPosition is a subquery that SQLite parses and plans on every read,
+// most of a feed read's CPU. The ends leg joins an end's
 // versions with Spelling.EndsJoin; v.seq > 0 and d.seq > 0 state the
 // position indexes' condition, without which SQLite does not use a partial
 // index: the versions leg then walked the whole table on every read.
@@ -185,7 +189,7 @@ func (s *Store) changesQuery(q history.ChangeQuery) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	versions := `SELECT * FROM (SELECT ` + s.sql.recordColumns + `, v.seq AS position, 0 AS ended
+	versions := `SELECT * FROM (SELECT ` + s.sql.changeColumns + `, v.seq AS position, 0 AS ended
 		FROM ` + s.sp.Versions + ` v LEFT JOIN ` + s.sp.Deletions + ` d ON d.uid = v.uid AND d.seq < v.seq` + versionsWhere +
 		` AND v.seq > 0 ORDER BY v.seq LIMIT ` + bind(limit) + `) AS versions_leg`
 	endsWhere, err := changesWhere(q, "d.seq", bind)
@@ -193,7 +197,7 @@ func (s *Store) changesQuery(q history.ChangeQuery) (string, []any, error) {
 		return "", nil, err
 	}
 	// An end from before blocks is on its Event's latest version only.
-	ends := `SELECT * FROM (SELECT ` + s.sql.recordColumns + `, ` + s.sql.endPosition + ` AS position, 1 AS ended
+	ends := `SELECT * FROM (SELECT ` + s.sql.changeColumns + `, ` + s.sql.endPosition + ` AS position, 1 AS ended
 		FROM ` + s.sp.Deletions + ` d ` + s.sp.EndsJoin + ` ` + s.sp.Versions + ` v ON v.uid = d.uid AND v.seq < d.seq` + endsWhere +
 		` AND d.seq > 0 AND ` + s.sql.endPosition + ` > ` + bind(q.After) + `
 		AND (d.first_seq > 0 OR v.revision = (SELECT l.revision FROM ` + s.sp.Versions + ` l

@@ -39,7 +39,8 @@ var _ history.Store = &Store{}
 
 // statements are the fixed statements, spelled for the dialect once.
 type statements struct {
-	recordColumns, endPosition, selectRecord   string
+	recordColumns, changeColumns, endPosition  string
+	selectRecord                               string
 	versionColumns                             []string
 	head, schema, setSchema, setHead, progress string
 	readProgress, feed, countVersions          string
@@ -68,7 +69,8 @@ func New(d Dialect, s Schema) *Store {
 	}
 	st := statements{
 		endPosition:    render(endPosition),
-		recordColumns:  render(recordColumns()),
+		recordColumns:  render(recordColumns(endPosition)),
+		changeColumns:  render(recordColumns("NULL")),
 		versionColumns: versionColumns(),
 		head:           render(`SELECT position FROM {feed} WHERE id = 1` + sp.LockHead),
 		schema:         `SELECT version, readable_from FROM history_schema WHERE id = 1`,
