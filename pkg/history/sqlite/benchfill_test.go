@@ -15,9 +15,9 @@ import (
 )
 
 // fillWrite writes h into s the way capture does: through Write, every index
-// in place, in batches of 5000.
-func fillWrite(ctx context.Context, s *Store, h storetest.BenchHistory, source string) error {
-	if err := h.Generate(5000, func(b history.Batch) error { return s.Write(ctx, b) }); err != nil {
+// in place, in batches of batchSize.
+func fillWrite(ctx context.Context, s *Store, h storetest.BenchHistory, source string, batchSize int) error {
+	if err := h.Generate(batchSize, func(b history.Batch) error { return s.Write(ctx, b) }); err != nil {
 		return err
 	}
 	return s.Write(ctx, history.Batch{Source: source, Revision: int64(h.Rows)})
@@ -172,38 +172,37 @@ func verifyBenchDB(ctx context.Context, s *Store, h storetest.BenchHistory, samp
 		names = append(names, fmt.Sprintf("pod-%d", o))
 	}
 	in := func(n int) string { return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")" }
-	// The scan finds the keys; Get reads each record by the key index,
-	// which no selector below uses.
-	scan := `SELECT namespace, name, revision FROM versions NOT INDEXED WHERE regarding_uid IN ` + in(sample) +
+	// The scan finds the Events; List reads their records by name, which
+	// no selector below uses.
+	scan := `SELECT DISTINCT name FROM versions NOT INDEXED WHERE regarding_uid IN ` + in(sample) +
 		` OR related_uid IN ` + in(sample) + ` OR regarding_name IN ` + in(sample) + ` OR related_name IN ` + in(sample)
 	rows, err := s.read.QueryContext(ctx, scan, append(append(append(append([]any{}, uids...), uids...), names...), names...)...)
 	if err != nil {
 		return err
 	}
-	type key struct {
-		namespace, name string
-		revision        int64
-	}
-	var keys []key
+	var events []string
 	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.namespace, &k.name, &k.revision); err != nil {
+		var name string
+		if err := rows.Scan(&name); err != nil {
 			rows.Close()
 			return err
 		}
-		keys = append(keys, k)
+		events = append(events, name)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	if len(events) == 0 {
+		return fmt.Errorf("no Event of the %d sample objects", sample)
+	}
+	records, err := s.List(ctx, history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnName}, Value: events[0], Values: events}}})
+	if err != nil {
+		return err
+	}
 	decoder := storetest.BenchDecoder()
 	var scanned []history.Record
-	for _, k := range keys {
-		r, err := s.Get(ctx, k.namespace, k.name, k.revision)
-		if err != nil {
-			return fmt.Errorf("version %d: %w", k.revision, err)
-		}
+	for _, r := range records {
 		obj, _, err := decoder.Decode(r.Object, nil, &core.Event{})
 		if err != nil {
 			return fmt.Errorf("version %d: %w", r.Revision, err)
