@@ -172,7 +172,8 @@ func TestMigrateTogether(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := dump(t, db, `SELECT version, readable_from FROM history_schema`); got != fmt.Sprintln(schema.Known(), schema.Known()) {
+	// Nothing since the baseline broke reads: a server of any version reads.
+	if got := dump(t, db, `SELECT version, readable_from FROM history_schema`); got != fmt.Sprintln(schema.Known(), schema.Baseline.Version) {
 		t.Errorf("history_schema holds %q", got)
 	}
 }
