@@ -26,6 +26,7 @@ type Version struct {
 	Reason              string
 	Type                string
 	ReportingController string
+	Note                string
 
 	// LastSeen is when the Event last happened, as `kubectl events` shows
 	// it; the time window and the order of the read API use it.
@@ -52,6 +53,7 @@ const (
 	ColumnReason              Column = "reason"
 	ColumnType                Column = "type"
 	ColumnReportingController Column = "reporting_controller"
+	ColumnNote                Column = "note"
 )
 
 // ColumnDef is everything about a filterable column but its migration: a
@@ -98,6 +100,7 @@ const (
 	protoEventMetadata  = 1
 	protoEventInvolved  = 2
 	protoEventReason    = 3
+	protoEventMessage   = 4
 	protoEventType      = 9
 	protoEventRelated   = 13
 	protoEventReporting = 14
@@ -156,6 +159,11 @@ var Columns = []ColumnDef{
 	{Name: ColumnReportingController, Field: "reportingComponent",
 		Value: func(v *Version) *string { return &v.ReportingController },
 		Event: func(e *core.Event) string { return e.ReportingController }, Proto: proto(protoEventReporting)},
+	// events.k8s.io/v1's note, core/v1's message: no Events API selects
+	// on it (kube-apiserver answers 400), eventrecords do.
+	{Name: ColumnNote, Field: "note", Own: true, Added: true,
+		Value: func(v *Version) *string { return &v.Note },
+		Event: func(e *core.Event) string { return e.Message }, Proto: proto(protoEventMessage)},
 }
 
 // columnsByName and columnsByField index Columns.

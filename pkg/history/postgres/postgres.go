@@ -74,6 +74,9 @@ ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS first_seq bigint NOT NULL D
 // COLUMN IF NOT EXISTS steps its Upgrade, with history_schema.
 var schema = sqlstore.Schema{
 	Baseline: sqlstore.Migration{Version: 1, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
+	After: []sqlstore.Migration{
+		{Version: 2, About: "the note column", SQL: `ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS note text;`},
+	},
 }
 
 // Open prepares a pool for dsn (a PostgreSQL URL or key=value string); it

@@ -37,6 +37,9 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 	// cannot drop one without copying the table): such a file pays for
 	// that index on insert, and nothing else differs.
 	Baseline: sqlstore.Migration{Version: 5, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
+	After: []sqlstore.Migration{
+		{Version: 6, About: "the note column", SQL: `ALTER TABLE versions ADD COLUMN note TEXT;`},
+	},
 }
 
 // Schema reads user_version, and where the file has it, history_schema.
