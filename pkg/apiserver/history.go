@@ -43,6 +43,8 @@ type HistoryConfig struct {
 // installHistory serves history.eventapiserver.io and starts capture and
 // retention after the server starts. Neither is a readiness or liveness
 // check: the Events API never waits for history (see history.RegisterMetrics).
+// The one exception is a store whose schema a newer server migrated
+// (history.SchemaCheck): a replica left behind by a rolling upgrade.
 //
 // With ready, capture's readiness (its store answers, its starting point is
 // stored) is a /readyz check: the history-only server serves nothing else.
@@ -76,6 +78,9 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed),
 	}
 	if err := server.InstallAPIGroup(&group); err != nil {
+		return err
+	}
+	if err := server.AddReadyzChecks(history.SchemaCheck(c.Store)); err != nil {
 		return err
 	}
 	if ready {

@@ -205,6 +205,10 @@ type table struct {
 	// window lists the labels the resource reads itself (history's time
 	// window): `=` only, passed through conversion unchanged, no set form.
 	window []string
+	// own lists labels that no Event field here means, which the resource
+	// answers itself (history's own columns): `=` and `!=`, passed through
+	// conversion unchanged, no set form.
+	own []string
 }
 
 // tables is every resource with field selectors, one entry each.
@@ -222,7 +226,7 @@ func (t *table) setForm(label string) bool {
 
 // plainForm reports whether the resource accepts `label=value`.
 func (t *table) plainForm(label string) bool {
-	return t.setForm(label) || slices.Contains(t.window, label)
+	return t.setForm(label) || slices.Contains(t.window, label) || slices.Contains(t.own, label)
 }
 
 // tableFor returns the table of a resource, or nil.
@@ -247,7 +251,7 @@ func Labels(resource schema.GroupVersionResource) (sets, plainOnly []string) {
 		sets = append(sets, label)
 	}
 	slices.Sort(sets)
-	return sets, slices.Clone(t.window)
+	return sets, append(slices.Clone(t.window), t.own...)
 }
 
 // eventSource is kube-apiserver's `source`: the legacy Source.Component, or
@@ -281,7 +285,7 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 // operator in the label (setselector.go); the error names the label as the
 // client spelled it.
 func (t *table) convert(label, value string) (string, string, error) {
-	if slices.Contains(t.window, label) {
+	if slices.Contains(t.window, label) || slices.Contains(t.own, label) {
 		return label, value, nil
 	}
 	base, set := splitSetLabel(label)

@@ -2,6 +2,7 @@ package fieldselectors
 
 import (
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/history"
 )
 
 // History's time window is two pseudo field labels, so that plain kubectl
@@ -14,12 +15,24 @@ const (
 )
 
 // eventRecords is history's EventRecords: exactly the labels
-// events.k8s.io/v1 accepts, spelled and answered as there, and the window.
+// events.k8s.io/v1 accepts, spelled and answered as there, the window, and
+// the labels of history's own columns (history.Columns, Own).
 var eventRecords = &table{
 	resource: historyv1alpha1.SchemeGroupVersion.WithResource("eventrecords"),
 	kind:     historyv1alpha1.SchemeGroupVersion.WithKind("EventRecord"),
 	fields:   eventsV1Labels,
 	window:   []string{Since, Until},
+	own:      historyOwn(),
+}
+
+func historyOwn() []string {
+	var own []string
+	for _, c := range history.Columns {
+		if c.Own {
+			own = append(own, c.Field)
+		}
+	}
+	return own
 }
 
 // PlainFields returns the plain internal fields a requirement on the internal

@@ -9,7 +9,9 @@ import (
 
 // The metrics are history's health signal. History never fails /readyz or
 // /livez: the Events API does not depend on it, and a probe failing on it
-// would take Events down with their history. Alert on the lag instead.
+// would take Events down with their history. Alert on the lag instead. The
+// one exception is a store whose schema is newer than this server knows
+// (SchemaCheck): a deployment error, not an outage.
 //
 // Capture's metrics carry the capture source's name (label source: "etcd",
 // "kubernetes", a member cluster's name), which comes from the server's
@@ -58,10 +60,44 @@ var (
 		"Bytes the history store uses, as of the last retention pass.")
 	RetentionDeleted = newCounter("retention_deleted_total",
 		"Event versions deleted from history by age (--history-retention) or size (--history-max-bytes).")
+	schemaVersion = newGaugeBy("schema", "schema_version",
+		"The history store's schema version (schema=\"store\") and the newest this server knows (schema=\"server\"); "+
+			"a store ahead of its server is refused its writes (event_apiserver_history_schema_refused).")
+	schemaRefused = newGaugeBy("access", "schema_refused",
+		"1 while this server refuses to write (access=\"write\") or to read (access=\"read\") the history store, "+
+			"whose schema a newer server migrated past what this one knows: a replica left behind by a rolling upgrade.")
 )
 
 // SourceLabel names the capture source on capture's metrics.
 const SourceLabel = "source"
+
+// published is the last schema state PublishSchema was given, set again
+// when the metrics are registered: before, component-base drops values.
+var published struct {
+	sync.Mutex
+	schema *Schema
+}
+
+// PublishSchema sets the schema metrics to s.
+func PublishSchema(s Schema) {
+	published.Lock()
+	defer published.Unlock()
+	published.schema = &s
+	setSchemaMetrics(s)
+}
+
+func setSchemaMetrics(s Schema) {
+	schemaVersion.WithLabelValues("store").Set(float64(s.Version))
+	schemaVersion.WithLabelValues("server").Set(float64(s.Known))
+	refused := func(err error) float64 {
+		if err != nil {
+			return 1
+		}
+		return 0
+	}
+	schemaRefused.WithLabelValues("write").Set(refused(s.WriteError()))
+	schemaRefused.WithLabelValues("read").Set(refused(s.ReadError()))
+}
 
 func newGauge(name, help string) *metrics.Gauge {
 	return metrics.NewGauge(&metrics.GaugeOpts{
@@ -70,10 +106,13 @@ func newGauge(name, help string) *metrics.Gauge {
 }
 
 // newGaugeVec is a gauge per capture source.
-func newGaugeVec(name, help string) *metrics.GaugeVec {
+func newGaugeVec(name, help string) *metrics.GaugeVec { return newGaugeBy(SourceLabel, name, help) }
+
+// newGaugeBy is a gauge per value of label.
+func newGaugeBy(label, name, help string) *metrics.GaugeVec {
 	return metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "event_apiserver", Subsystem: "history", Name: name, Help: help, StabilityLevel: metrics.ALPHA,
-	}, []string{SourceLabel})
+	}, []string{label})
 }
 
 // newCounterVec is a counter per capture source.
@@ -95,6 +134,12 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(CapturedRevision, EtcdRevision, LagRevisions, LagSeconds, QueueBytes,
-			VersionsWritten, DeletionsWritten, DecodeErrors, StoreErrors, Relists, RelistChangedEvents, RelistLostVersions, RelistRewoundRevisions, Rows, Bytes, RetentionDeleted)
+			VersionsWritten, DeletionsWritten, DecodeErrors, StoreErrors, Relists, RelistChangedEvents, RelistLostVersions, RelistRewoundRevisions, Rows, Bytes, RetentionDeleted,
+			schemaVersion, schemaRefused)
+		published.Lock()
+		defer published.Unlock()
+		if published.schema != nil {
+			setSchemaMetrics(*published.schema)
+		}
 	})
 }

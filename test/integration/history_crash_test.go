@@ -47,16 +47,7 @@ func testHistoryCrashResume(t *testing.T, storeArgs []string) {
 
 	w := startHistoryWriter(second.Client(t), ns)
 	defer w.stop()
-	waitVersions := func(what string, n int) {
-		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
-			versions, _ := truth.snapshot(t)
-			return len(versions) >= n, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: waiting for %d Event versions in etcd: %v (writer errors: %v)", what, n, err, w.errors())
-		}
-	}
+	waitVersions := func(what string, n int) { t.Helper(); truth.waitVersions(ctx, t, w, what, n) }
 
 	c1 := adminRawClient(t, first)
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {

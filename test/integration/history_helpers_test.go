@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -86,6 +88,18 @@ func watchEtcdTruth(t *testing.T, client *clientv3.Client) *etcdTruth {
 		}
 	}()
 	return truth
+}
+
+// waitVersions waits until etcd held n Event versions, w writing them.
+func (e *etcdTruth) waitVersions(ctx context.Context, t *testing.T, w *historyWriter, what string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+		versions, _ := e.snapshot(t)
+		return len(versions) >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: waiting for %d Event versions in etcd: %v (writer errors: %v)", what, n, err, w.errors())
+	}
 }
 
 func (e *etcdTruth) snapshot(t *testing.T) (map[versionKey]*corev1.Event, map[string]bool) {

@@ -10,25 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	store "github.com/eventapiserver/event-apiserver/pkg/history"
 )
-
-// columns are the internal fields the store filters on; the others are
-// matched on the decoded Event.
-var columns = map[string]store.Column{
-	"metadata.namespace":       store.ColumnNamespace,
-	"metadata.name":            store.ColumnName,
-	"involvedObject.uid":       store.ColumnRegardingUID,
-	"involvedObject.name":      store.ColumnRegardingName,
-	"involvedObject.namespace": store.ColumnRegardingNamespace,
-	"involvedObject.kind":      store.ColumnRegardingKind,
-	"related.uid":              store.ColumnRelatedUID,
-	"related.name":             store.ColumnRelatedName,
-	"reason":                   store.ColumnReason,
-	"type":                     store.ColumnType,
-	"reportingComponent":       store.ColumnReportingController,
-}
 
 // selection is a parsed list request: the store query, and the field
 // selector (window removed) every returned Event must also match.
@@ -59,15 +44,19 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 			}
 			continue
 		}
-		rest = append(rest, req)
+		// History's own columns are no field fieldselectors matches in
+		// memory: the store answers them, and matchOwn.
+		if col, ok := store.ColumnFor(req.Field); !ok || !col.Own {
+			rest = append(rest, req)
+		}
 		var cols []store.Column
 		for _, plain := range fieldselectors.PlainFields(req.Field) {
-			col, ok := columns[plain]
+			col, ok := store.ColumnFor(plain)
 			if !ok {
 				cols = nil
 				break
 			}
-			cols = append(cols, col)
+			cols = append(cols, col.Name)
 		}
 		if len(cols) == 0 {
 			continue
@@ -86,6 +75,21 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 		p.field = fieldselectors.Selector(rest)
 	}
 	return p, nil
+}
+
+// matchOwn holds when the Event passes the conditions on history's own
+// columns, which the field selector matched in memory knows nothing of: the
+// store answers them, but keeps the versions stored before such a column was
+// added (store.ColumnDef.Added), and only their Event says whether they match.
+func matchOwn(q store.Query, e *core.Event) bool {
+	for _, c := range q.Conditions {
+		for _, name := range c.Columns {
+			if col, ok := store.LookupColumn(name); ok && col.Own && !c.Match(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // parseTime reads an RFC 3339 time or a duration before now ("168h", "30m").
