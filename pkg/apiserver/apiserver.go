@@ -19,6 +19,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	eventstorage "github.com/eventapiserver/event-apiserver/pkg/registry/event/storage"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
@@ -37,6 +38,9 @@ type ExtraConfig struct {
 	// HistoryOnly serves History alone, with no Events API and no etcd:
 	// the history-only server, capturing from kube-apiserver.
 	HistoryOnly bool
+	// EventMetrics counts the Events the Events API stores; nil counts
+	// nothing. (History-only, capture counts them: capture.KubernetesConfig.)
+	EventMetrics *eventmetrics.Counter
 }
 
 type Config struct {
@@ -84,7 +88,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		return &EventServer{GenericAPIServer: genericServer}, nil
 	}
 
-	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL)
+	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL, c.ExtraConfig.EventMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("creating Event storage: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
@@ -87,11 +88,11 @@ func (o *Options) applyHistoryOnlyTo(c *genericapiserver.RecommendedConfig) erro
 }
 
 // historyOnlyConfig finishes the configuration of a history-only server.
-func (o *Options) historyOnlyConfig(serverConfig *genericapiserver.RecommendedConfig, ttlRules *ttl.Rules) (*apiserver.Config, error) {
+func (o *Options) historyOnlyConfig(serverConfig *genericapiserver.RecommendedConfig, ttlRules *ttl.Rules, events *eventmetrics.Counter) (*apiserver.Config, error) {
 	if err := o.applyHistoryOnlyTo(serverConfig); err != nil {
 		return nil, err
 	}
-	history, err := o.History.KubeConfig(o.DataDir, serverConfig.ClientConfig)
+	history, err := o.History.KubeConfig(o.DataDir, serverConfig.ClientConfig, events)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
@@ -49,6 +50,7 @@ type Options struct {
 	Features      *genericoptions.FeatureOptions
 	Aggregated    *AggregatedOptions
 	Storm         *storm.Options
+	EventMetrics  *eventmetrics.Options
 	Audit         *genericoptions.AuditOptions
 	Logs          *logsapi.LoggingConfiguration
 	// Version is --version: print the version and quit.
@@ -108,12 +110,13 @@ func NewOptions() *Options {
 			ReadyTimeout:           time.Minute,
 			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
 		},
-		ServerRun:  serverRun,
-		Features:   features,
-		Aggregated: NewAggregatedOptions(),
-		Storm:      storm.NewOptions(),
-		Audit:      genericoptions.NewAuditOptions(),
-		Logs:       logsapi.NewLoggingConfiguration(),
+		ServerRun:    serverRun,
+		Features:     features,
+		Aggregated:   NewAggregatedOptions(),
+		Storm:        storm.NewOptions(),
+		EventMetrics: eventmetrics.NewOptions(),
+		Audit:        genericoptions.NewAuditOptions(),
+		Logs:         logsapi.NewLoggingConfiguration(),
 
 		SelfSignedCertValidity: 365 * 24 * time.Hour,
 		History:                NewHistoryOptions(),
@@ -152,6 +155,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Features.AddFlags(fss.FlagSet("features"))
 	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
 	o.Storm.AddFlags(fss.FlagSet("event storms"))
+	o.EventMetrics.AddFlags(fss.FlagSet("event metrics"))
 	o.Audit.AddFlags(fss.FlagSet("auditing"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	o.Version.AddFlag(fss.FlagSet("global"))
@@ -238,6 +242,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--serving-cert-secret and --tls-cert-file/--tls-private-key-file are two sources of the serving certificate: give one"))
 	}
 	errs = append(errs, o.Storm.Validate()...)
+	errs = append(errs, o.EventMetrics.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	errs = append(errs, o.History.Validate()...)
 	if o.History.Only {

@@ -260,8 +260,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	events := o.EventMetrics.Counter()
 	if o.History.Only {
-		return o.historyOnlyConfig(serverConfig, ttlRules)
+		return o.historyOnlyConfig(serverConfig, ttlRules, events)
 	}
 	if err := apiserver.ApplyStorageTo(serverConfig, o.Etcd, ttlRules, !o.Embedded()); err != nil {
 		return nil, err
@@ -305,7 +306,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
-		ExtraConfig:   apiserver.ExtraConfig{TTL: ttlRules, History: history},
+		ExtraConfig:   apiserver.ExtraConfig{TTL: ttlRules, History: history, EventMetrics: events},
 	}, nil
 }
 
