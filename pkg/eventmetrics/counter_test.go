@@ -370,7 +370,8 @@ func TestConcurrentWritesAndScrapes(t *testing.T) {
 }
 
 // TestMemoryPerSeries measures what a full Counter holds: 10,000 series
-// with 128-byte reasons, the worst a storm can make of the default cap.
+// with 128-byte reasons, the worst a storm can make of the default cap;
+// and what capture's remembered counts hold when full.
 func TestMemoryPerSeries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures the heap; not under -short")
@@ -391,6 +392,22 @@ func TestMemoryPerSeries(t *testing.T) {
 		t.Errorf("%.0f bytes a series, more than the 1 KiB docs/operations.md allows for", perSeries)
 	}
 	runtime.KeepAlive(c)
+
+	// What capture remembers: two full generations of counts.
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := newSeenCounts()
+	for i := 0; i < 2*seenGeneration; i++ {
+		s.swap(fmt.Sprintf("uid-%d", i), 1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perEvent := float64(after.HeapAlloc-before.HeapAlloc) / float64(s.len())
+	t.Logf("capture remembers %d Events' counts in %.0f bytes each, %.1f MiB", s.len(), perEvent, perEvent*float64(s.len())/(1<<20))
+	if perEvent > 48 {
+		t.Errorf("%.0f bytes an Event remembered, more than the 2.3 MiB for 65,536 docs/operations.md says", perEvent)
+	}
+	runtime.KeepAlive(s)
 }
 
 func TestNilCounterCountsNothing(t *testing.T) {
