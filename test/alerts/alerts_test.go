@@ -172,6 +172,7 @@ func evaluate(t *testing.T, f ruleFile, series map[string]string) firing {
 					})
 					if _, seen := fired[alertKey(alert)]; !seen {
 						fired[alertKey(alert)] = at
+						t.Logf("%s: %s", alertKey(alert), alert.Annotations.Get("summary"))
 					}
 				}
 			}
@@ -203,6 +204,8 @@ func TestEventAlerts(t *testing.T) {
 		// History-only replicas each capture all of kube-apiserver's.
 		series[eventsTotal("kubernetes", "Warning", "FailedScheduling", "Pod", "shop", pod)] = counter(phase{0, 7})
 	}
+	// Cluster-scoped objects have no namespace: 12 a minute about nodes.
+	series[eventsTotal("written", "Warning", "NodeNotReady", "Node", "", "b")] = counter(phase{0, 12})
 	series[eventsTotal("written", "Warning", "OOMKilling", "Node", "", "a")] = counter(phase{storm, 3})
 	series[eventsTotal("written", "Warning", "Rare", "Pod", "batch", "b")] = counter(phase{storm, 0.5})
 	series[fmt.Sprintf(`event_apiserver_events_folded_total{%s,source="written"}`, target("a"))] = counter(phase{0, 0}, phase{storm + 2*h, 50}, phase{storm + 2*h + m, 0})
@@ -215,6 +218,8 @@ func TestEventAlerts(t *testing.T) {
 		// 12 a minute from the start: 15 minutes pending once the
 		// 5-minute rate has two samples.
 		`EventAPIServerNamespaceWarnings{regarding_namespace="busy"}`: {15 * m, 25 * m},
+		// An empty label is no label.
+		`EventAPIServerNamespaceWarnings{}`: {15 * m, 25 * m},
 		// 16 a minute from the storm on, summed over the two replicas.
 		`EventAPIServerNamespaceWarnings{regarding_namespace="payments"}`: {storm + 15*m, storm + 25*m},
 		// 16 a minute against a day's 1; then a reason never seen, 3 a minute.
