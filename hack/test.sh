@@ -25,10 +25,11 @@
 #                deploy/components/monitoring and the chart (rendered with the
 #                helm built above) under Prometheus's own rule parser and
 #                evaluator, over synthetic series. Its own module because
-#                github.com/prometheus/prometheus needs k8s.io v0.37; nothing
-#                of its dependency graph is shared with the root module's
-#                build, so a cold cache compiles it all (see docs/operations.md
-#                section 7 for the figure).
+#                github.com/prometheus/prometheus needs k8s.io v0.37, so
+#                little of its dependency graph is in the root module's
+#                build: from an empty build cache it compiled in 214 CPU-s
+#                (167 user, 47 system; its modules already downloaded), and
+#                its two tests then take about 30 s.
 #   integration  ./test/... but test/cluster: real etcd, kube-apiserver, kubectl
 #                and the server (test/integration, and the load tool's smoke
 #                test in test/load).
