@@ -120,7 +120,9 @@ func (c *Counter) Written(old, stored *core.Event) {
 	if old != nil {
 		n -= occurrences(old.Count, internalSeriesCount(old.Series))
 	}
-	c.add(SourceWritten, stored.Type, stored.Reason, stored.InvolvedObject.Kind, stored.InvolvedObject.Namespace, n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addLocked(SourceWritten, stored.Type, stored.Reason, stored.InvolvedObject.Kind, stored.InvolvedObject.Namespace, n)
 }
 
 // Captured counts an Event history capture read from a watch of source:
@@ -147,7 +149,7 @@ func (c *Counter) Captured(source string, added bool, e *corev1.Event) {
 		// once more to be written again.
 		n = 1
 	}
-	c.addLocked(source, e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Namespace, int64(n))
+	c.addLocked(source, e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Namespace, n)
 }
 
 // occurrences is how many times an Event says it happened: its count, or
@@ -163,16 +165,8 @@ func internalSeriesCount(s *core.EventSeries) int32 {
 	return s.Count
 }
 
-func (c *Counter) add(source, typ, reason, kind, namespace string, n int32) {
-	if n <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.addLocked(source, typ, reason, kind, namespace, int64(n))
-}
-
-func (c *Counter) addLocked(source, typ, reason, kind, namespace string, n int64) {
+// addLocked counts n occurrences, when there are any; c.mu is held.
+func (c *Counter) addLocked(source, typ, reason, kind, namespace string, n int32) {
 	if n <= 0 {
 		return
 	}
