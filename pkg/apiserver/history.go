@@ -113,6 +113,16 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 	})
 }
 
+// installHistoryOff serves history.eventapiserver.io while history is off,
+// every request answered with how to turn it on (historyregistry.Off).
+func installHistoryOff(server *genericapiserver.GenericAPIServer) error {
+	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"eventrecords": historyregistry.Off{},
+	}
+	return server.InstallAPIGroup(&group)
+}
+
 // waitFor polls ready until it holds or limit passes, and reports whether to
 // go on (false only when ctx ended).
 func waitFor(ctx context.Context, ready func() error, limit time.Duration) bool {

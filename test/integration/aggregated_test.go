@@ -161,13 +161,18 @@ func (c *aggregatedCluster) createNamespace(t *testing.T, name string) {
 // but system:authenticated: RBAC alone decides what it may do.
 func (c *aggregatedCluster) impersonating(t *testing.T, user string) kubernetes.Interface {
 	t.Helper()
-	config := c.kube.RestConfig()
-	config.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	client, err := kubernetes.NewForConfig(config)
+	client, err := kubernetes.NewForConfig(c.impersonatingConfig(user))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// impersonatingConfig is kube-apiserver's admin config acting as user.
+func (c *aggregatedCluster) impersonatingConfig(user string) *rest.Config {
+	config := c.kube.RestConfig()
+	config.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	return config
 }
 
 func TestAggregated(t *testing.T) {

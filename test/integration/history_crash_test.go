@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -61,8 +60,8 @@ func testHistoryCrashResume(t *testing.T, storeArgs []string) {
 
 	c1 := adminRawClient(t, first)
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
-		list, resp := listEventRecords(t, c1, ns, url.Values{"limit": {"30"}})
-		return resp.code == 200 && len(list.Items) == 30, nil
+		list, err := historyClient(t, c1).EventRecords(ns).List(ctx, metav1.ListOptions{Limit: 30})
+		return err == nil && len(list.Items) == 30, nil
 	})
 	if err != nil {
 		t.Fatalf("the first replica's history never held 30 records: %v", err)

@@ -2,18 +2,19 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 )
 
 const eventsPrefix = "/registry/events/"
@@ -107,41 +108,31 @@ func (e *etcdTruth) snapshot(t *testing.T) (map[versionKey]*corev1.Event, map[st
 
 const eventRecordsPath = "/apis/history.eventapiserver.io/v1alpha1"
 
-// listEventRecords lists one page; namespace "" lists all namespaces.
-func listEventRecords(t *testing.T, c *rawClient, namespace string, query url.Values) (historyv1alpha1.EventRecordList, response) {
+// historyClient is the typed history.eventapiserver.io client over c's
+// connection: its server, credentials and TLS.
+func historyClient(t *testing.T, c *rawClient) historyclient.HistoryV1alpha1Interface {
 	t.Helper()
-	path := eventRecordsPath + "/eventrecords"
-	if namespace != "" {
-		path = eventRecordsPath + "/namespaces/" + namespace + "/eventrecords"
+	client, err := historyclient.NewForConfig(&rest.Config{Host: c.baseURL, BearerToken: c.token, Transport: c.client.Transport, Timeout: c.client.Timeout})
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp := c.do(t, "GET", path+"?"+query.Encode(), nil, map[string]string{"Accept": "application/json"})
-	var list historyv1alpha1.EventRecordList
-	if resp.code == 200 {
-		if err := json.Unmarshal(resp.body, &list); err != nil {
-			t.Fatalf("decoding EventRecordList: %v: %s", err, resp.body)
-		}
-	}
-	return list, resp
+	return client
 }
 
-// listAllEventRecords follows continue tokens with pages of limit.
+// listAllEventRecords follows continue tokens with pages of limit;
+// namespace "" lists all namespaces.
 func listAllEventRecords(t *testing.T, c *rawClient, namespace, fieldSelector string, limit int) []historyv1alpha1.EventRecord {
 	t.Helper()
+	records := historyClient(t, c).EventRecords(namespace)
 	var out []historyv1alpha1.EventRecord
-	query := url.Values{}
-	if fieldSelector != "" {
-		query.Set("fieldSelector", fieldSelector)
-	}
-	if limit > 0 {
-		query.Set("limit", fmt.Sprint(limit))
-	}
+	opts := metav1.ListOptions{FieldSelector: fieldSelector, Limit: int64(limit)}
 	for pages := 0; ; pages++ {
 		if pages > 10000 {
 			t.Fatal("more than 10000 pages: the continue token does not advance")
 		}
-		list, resp := listEventRecords(t, c, namespace, query)
-		if resp.code != 200 {
-			t.Fatalf("listing eventrecords %q: %d %s", fieldSelector, resp.code, resp.body)
+		list, err := records.List(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("listing eventrecords %q: %v", fieldSelector, err)
 		}
 		if limit > 0 && len(list.Items) > limit {
 			t.Fatalf("page of %d records for limit %d", len(list.Items), limit)
@@ -150,7 +141,7 @@ func listAllEventRecords(t *testing.T, c *rawClient, namespace, fieldSelector st
 		if list.Continue == "" {
 			return out
 		}
-		query.Set("continue", list.Continue)
+		opts.Continue = list.Continue
 	}
 }
 

@@ -499,6 +499,11 @@ func TestHistoryOnlyCrash(t *testing.T) {
 			if float64(missing) != lost {
 				t.Errorf("%d of %d versions missing from history, the metric reports %v lost", missing, len(versions), lost)
 			}
+			// Set-based selectors are served in this mode too, not only
+			// beside the Events API.
+			if inSet := listAllEventRecords(t, r.client, ns, "metadata.namespace in ("+ns+")", 500); len(inSet) != len(records) {
+				t.Errorf("metadata.namespace in (%s) listed %d records, the plain list %d", ns, len(inSet), len(records))
+			}
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 )
 
 // TestTimelineAggregated runs kubectl-timeline against kube-apiserver with
@@ -114,14 +115,12 @@ func TestTimelineAggregated(t *testing.T) {
 // listRecordsThrough lists web-0's records in ns through kube-apiserver's
 // aggregator.
 func listRecordsThrough(ctx context.Context, c *aggregatedCluster, ns string) ([]historyv1alpha1.EventRecord, error) {
-	body, err := c.client.Discovery().RESTClient().Get().
-		AbsPath("/apis/history.eventapiserver.io/v1alpha1/namespaces/"+ns+"/eventrecords").
-		Param("fieldSelector", "regarding.kind=Pod,regarding.name=web-0").DoRaw(ctx)
+	client, err := historyclient.NewForConfig(c.kube.RestConfig())
 	if err != nil {
 		return nil, err
 	}
-	var list historyv1alpha1.EventRecordList
-	if err := json.Unmarshal(body, &list); err != nil {
+	list, err := client.EventRecords(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.kind=Pod,regarding.name=web-0"})
+	if err != nil {
 		return nil, err
 	}
 	return list.Items, nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -184,6 +185,9 @@ func TestTimelinePlugin(t *testing.T) {
 	t.Run("three incarnations, oldest first, each Event once", func(t *testing.T) {
 		list := timeline("pod/web-0", "-n", ns)
 		assertStory("pod/web-0", list, whole)
+		// Both sources followed page by page: continue tokens, and each
+		// Event once although its versions span pages.
+		assertStory("pod/web-0 in pages of one", timeline("pod/web-0", "-n", ns, "--chunk-size=1"), whole)
 		for i := 1; i < len(list.Items); i++ {
 			if list.Items[i].LastSeen.Before(&list.Items[i-1].LastSeen) {
 				t.Errorf("records %d and %d not oldest first: %s, %s", i-1, i, list.Items[i-1].LastSeen, list.Items[i].LastSeen)
@@ -400,8 +404,13 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl-timeline: %v\n%s\n%s", err, stdout, stderr)
 	}
-	if !strings.Contains(stderr, "history is not installed on this server") || !strings.Contains(stderr, "showing live Events only") {
-		t.Errorf("stderr does not say history is missing: %q", stderr)
+	if !strings.Contains(stderr, "Event history is off on this server (--history=false)") || !strings.Contains(stderr, "showing live Events only") {
+		t.Errorf("stderr does not say history is off: %q", stderr)
+	}
+	// The API itself says how to turn history on.
+	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns); err == nil ||
+		!strings.Contains(stderr, "Error from server (NotFound)") || !strings.Contains(stderr, historyregistry.OffMessage) {
+		t.Errorf("kubectl get eventrecords with history off: %v, stderr %q", err, stderr)
 	}
 	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "Scheduled") || !strings.Contains(lines[1], "uid-live") {
 		t.Errorf("stdout does not show the live Event:\n%s", stdout)

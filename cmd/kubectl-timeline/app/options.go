@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/timeline"
 )
 
@@ -80,7 +81,7 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	history, err := newHistoryClient(config)
+	history, err := historyclient.NewForConfig(config)
 	if err != nil {
 		return nil, err
 	}
@@ -90,14 +91,14 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	}
 	o.sources = &sources{
 		events:    client.CoreV1().Events(namespace),
-		history:   history,
+		history:   history.EventRecords(namespace),
 		namespace: namespace,
 		object:    o.Object,
 		filter:    o.Filter,
 		chunkSize: f.ChunkSize,
 	}
 	o.live = &liveFollower{events: o.sources.events, selector: o.sources.liveSelector()}
-	o.history = &historyFollower{history: history, namespace: namespace, selector: o.sources.historySelector()}
+	o.history = &historyFollower{history: o.sources.history, selector: o.sources.historySelector()}
 
 	switch format := *f.PrintFlags.OutputFormat; format {
 	case "", "wide":

@@ -33,6 +33,9 @@ func TestParseFieldSelector(t *testing.T) {
 		{name: "bad time", selector: "since=yesterday", badRequest: true},
 		{name: "negative duration", selector: "until=-1h", badRequest: true},
 		{name: "not equals on the window", selector: "since!=1h", badRequest: true},
+		{name: "a set on the window", selector: "since:in=1h", badRequest: true},
+		{name: "a set", selector: `reason:in=A\,B`,
+			conditions: []store.Condition{{Columns: []store.Column{store.ColumnReason}, Value: "A"}}, inMemory: `reason:in=A\,B`},
 		{name: "empty window", selector: "since=1h,until=2h", badRequest: true},
 	}
 	for _, tc := range cases {

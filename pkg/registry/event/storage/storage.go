@@ -6,6 +6,7 @@ package storage
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -143,18 +143,16 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	return r.list(ctx, options)
 }
 
-// maxSetLookups bounds the index lookups one set-based selector costs.
-const maxSetLookups = 16
-
 // listSetByIndex answers a list whose field selector has an `in` over an
 // indexed field (`involvedObject.uid in (a,b)`) with one index lookup per
 // value, merged in key order, as the answer would come from one list; the
-// selector's other requirements, sets included, filter each lookup. A
-// reporter's bucket serves a list across namespaces only: within one
-// namespace a lookup per value would scan the namespace once per value, where
-// the fallback scans it once (fieldselectors.WithinNamespace). It answers
-// only when every lookup was served at one resourceVersion (a consistent
-// snapshot; it retries up to the newest twice) and the whole answer fits the
+// selector's other requirements, sets included, filter each lookup. Which
+// set qualifies is fieldselectors.IndexedSet's to say: a reporter's bucket
+// serves a list across namespaces only, as within one namespace a lookup
+// per value would scan the namespace once per value, where the fallback
+// scans it once (fieldselectors.WithinNamespace). It answers only when
+// every lookup was served at one resourceVersion (a consistent snapshot;
+// it retries up to the newest twice) and the whole answer fits the
 // request's limit; otherwise (writes racing the lookups, a larger answer, a
 // continue token, an exact resourceVersion) ok is false and the list scans
 // its scope as before.
@@ -170,22 +168,8 @@ func (r *REST) listSetByIndex(ctx context.Context, options *metainternalversion.
 	if namespace, _ := genericapirequest.NamespaceFrom(withSelectedNamespace(ctx, options)); namespace != "" {
 		namespaced = true
 	}
-	var set *fieldselectors.SetRequirement
-	var others []fields.Selector
-	for _, req := range options.FieldSelector.Requirements() {
-		read := fieldselectors.ReadRequirement(req)
-		isSet := fieldselectors.FieldLabel(req.Field) != req.Field
-		if set == nil && isSet && !read.Not && len(read.Values) <= maxSetLookups && fieldselectors.SetIndexed(read.Field, namespaced) {
-			set = &read
-			continue
-		}
-		if req.Operator == selection.NotEquals {
-			others = append(others, fields.OneTermNotEqualSelector(req.Field, req.Value))
-		} else {
-			others = append(others, fields.OneTermEqualSelector(req.Field, req.Value))
-		}
-	}
-	if set == nil {
+	set, rest, ok := fieldselectors.IndexedSet(options.FieldSelector, namespaced)
+	if !ok {
 		return nil, false, nil
 	}
 	rv, match := options.ResourceVersion, options.ResourceVersionMatch
@@ -196,7 +180,7 @@ func (r *REST) listSetByIndex(ctx context.Context, options *metainternalversion.
 		newest := ""
 		for _, value := range set.Values {
 			sub := *options
-			sub.FieldSelector = fields.AndSelectors(append(append([]fields.Selector{}, others...), fields.OneTermEqualSelector(set.Field, value))...)
+			sub.FieldSelector = fieldselectors.Selector(append(slices.Clip(rest), fieldselectors.Requirement{Field: set.Field, Values: []string{value}}))
 			sub.ResourceVersion, sub.ResourceVersionMatch = rv, match
 			obj, err := r.list(ctx, &sub)
 			if err != nil {
