@@ -404,8 +404,9 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl-timeline: %v\n%s\n%s", err, stdout, stderr)
 	}
-	if !strings.Contains(stderr, "Event history is off on this server (--history=false)") || !strings.Contains(stderr, "showing live Events only") {
-		t.Errorf("stderr does not say history is off: %q", stderr)
+	if !strings.Contains(stderr, "history is not installed on this server") || !strings.Contains(stderr, historyregistry.OffMessage) ||
+		!strings.Contains(stderr, "showing live Events only") {
+		t.Errorf("stderr does not say history is off and how to turn it on: %q", stderr)
 	}
 	// The API itself says how to turn history on.
 	if _, stderr, err := kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns); err == nil ||

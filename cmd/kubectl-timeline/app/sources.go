@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -132,14 +131,9 @@ func historyUnavailable(err error, namespace string) (string, bool) {
 	case err == nil:
 		return "", false
 	case apierrors.IsNotFound(err):
-		// A server with history off serves the group to say how to turn
-		// it on (registry/history.Off); a server without the group says
-		// only that the resource is not found.
-		var status apierrors.APIStatus
-		if errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Kind == "eventrecords" {
-			return status.Status().Message, true
-		}
-		return fmt.Sprintf("history is not installed on this server (it serves no %s eventrecords)", historyv1alpha1.SchemeGroupVersion), true
+		// The server's message too: one with history off says how to
+		// turn it on (registry/history.Off).
+		return fmt.Sprintf("history is not installed on this server (it serves no %s eventrecords): %v", historyv1alpha1.SchemeGroupVersion, err), true
 	case apierrors.IsForbidden(err):
 		where := "in namespace " + namespace
 		if namespace == "" {
