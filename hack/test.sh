@@ -29,7 +29,7 @@
 #                little of its dependency graph is in the root module's
 #                build: from an empty build cache it compiled in 214 CPU-s
 #                (167 user, 47 system; its modules already downloaded), and
-#                its two tests then take about 30 s.
+#                its two tests then take about 6 s.
 #   integration  ./test/... but test/cluster: real etcd, kube-apiserver, kubectl
 #                and the server (test/integration, and the load tool's smoke
 #                test in test/load).
