@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
 	"github.com/eventapiserver/event-apiserver/pkg/history/postgres"
@@ -220,9 +221,10 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 }
 
 // KubeConfig opens the store and capture's client of kube-apiserver, for
-// the history-only server. The client asks for protobuf, which costs
-// kube-apiserver less to encode for its one watch than JSON.
-func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*apiserver.HistoryConfig, error) {
+// the history-only server, whose capture counts the Events it reads in
+// events. The client asks for protobuf, which costs kube-apiserver less to
+// encode for its one watch than JSON.
+func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config, events *eventmetrics.Counter) (*apiserver.HistoryConfig, error) {
 	kubeConfig = rest.CopyConfig(kubeConfig)
 	kubeConfig.ContentType = runtime.ContentTypeProtobuf
 	kubeConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
@@ -234,7 +236,7 @@ func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*a
 	if err != nil {
 		return nil, err
 	}
-	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: client, BehindTimeout: o.BehindTimeout})
+	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: client, BehindTimeout: o.BehindTimeout, EventMetrics: events})
 	return &apiserver.HistoryConfig{
 		Store:     store,
 		Sources:   []capture.Source{source},

@@ -21,6 +21,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
 )
@@ -53,8 +54,11 @@ type Options struct {
 	// (admission.go).
 	Admission *genericoptions.AdmissionOptions
 	Storm     *storm.Options
-	Audit     *genericoptions.AuditOptions
-	Logs      *logsapi.LoggingConfiguration
+	// EventMetrics counts Events on /metrics: the ones the Events API
+	// stores, or history-only capture reads.
+	EventMetrics *eventmetrics.Options
+	Audit        *genericoptions.AuditOptions
+	Logs         *logsapi.LoggingConfiguration
 	// Version is --version: print the version and quit.
 	Version version.Flag
 	History *HistoryOptions
@@ -108,13 +112,14 @@ func NewOptions() *Options {
 			ReadyTimeout:           time.Minute,
 			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
 		},
-		ServerRun:  serverRun,
-		Features:   features,
-		Aggregated: NewAggregatedOptions(),
-		Admission:  newAdmissionOptions(),
-		Storm:      storm.NewOptions(),
-		Audit:      genericoptions.NewAuditOptions(),
-		Logs:       logsapi.NewLoggingConfiguration(),
+		ServerRun:    serverRun,
+		Features:     features,
+		Aggregated:   NewAggregatedOptions(),
+		Admission:    newAdmissionOptions(),
+		Storm:        storm.NewOptions(),
+		EventMetrics: eventmetrics.NewOptions(),
+		Audit:        genericoptions.NewAuditOptions(),
+		Logs:         logsapi.NewLoggingConfiguration(),
 
 		SelfSignedCertValidity: 365 * 24 * time.Hour,
 		History:                NewHistoryOptions(),
@@ -153,6 +158,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Features.AddFlags(fss.FlagSet("features"))
 	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
 	o.Storm.AddFlags(fss.FlagSet("event storms"))
+	o.EventMetrics.AddFlags(fss.FlagSet("event metrics"))
 	addAdmissionFlags(o.Admission, fss.FlagSet("admission"))
 	o.Audit.AddFlags(fss.FlagSet("auditing"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
@@ -251,6 +257,7 @@ func (c *completedOptions) Validate() error {
 	errs = append(errs, c.Features.Validate()...)
 	errs = append(errs, c.Audit.Validate()...)
 	errs = append(errs, c.History.Validate()...)
+	errs = append(errs, c.EventMetrics.Validate()...)
 	if c.mode.Delegates() {
 		errs = append(errs, c.Aggregated.Validate()...)
 	}

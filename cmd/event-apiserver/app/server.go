@@ -316,8 +316,9 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
 		return fieldselectors.WithSetSelectors(buildChain(fieldselectors.WithResolvedSelectors(api), c), c.RequestInfoResolver)
 	}
+	events := c.EventMetrics.Counter()
 	if c.mode == apiserver.HistoryOnly {
-		return c.historyOnlyConfig(serverConfig)
+		return c.historyOnlyConfig(serverConfig, events)
 	}
 
 	etcd := *c.Etcd
@@ -368,7 +369,7 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 	}
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
-		ExtraConfig:   apiserver.ExtraConfig{TTL: c.ttl, History: history, Mode: c.mode},
+		ExtraConfig:   apiserver.ExtraConfig{TTL: c.ttl, History: history, Mode: c.mode, EventMetrics: events},
 	}, nil
 }
 
