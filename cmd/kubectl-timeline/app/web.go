@@ -1,0 +1,260 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+
+	"github.com/eventapiserver/event-apiserver/cmd/kubectl-timeline/web"
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/timeline"
+)
+
+// maxPageRecords bounds the Events one story sends the page: past it the
+// oldest are left out and the page says how many. The page is measured at
+// 10,000 (docs/benchmarks.md).
+const maxPageRecords = 20000
+
+// webOptions is what --web needs beyond the terminal's Options.
+type webOptions struct {
+	port    int
+	browser bool
+	backend *webBackend
+}
+
+// webBackend answers the page (web.Backend) with the kubeconfig's identity,
+// through the same sources and followers as the terminal's timeline.
+type webBackend struct {
+	client    kubernetes.Interface
+	history   historyclient.HistoryV1alpha1Interface
+	metadata  metadata.Interface
+	dynamic   dynamic.Interface
+	mapper    meta.RESTMapper
+	chunkSize int64
+}
+
+// sources lists one query's Events: the object's by kind and name, or with
+// uids the objects' of those uids.
+func (b *webBackend) sources(q web.Query, uids []string) *sources {
+	namespace := q.Namespace
+	if q.All {
+		namespace = ""
+	}
+	return &sources{
+		events:    b.client.CoreV1().Events(namespace),
+		history:   b.history.EventRecords(namespace),
+		namespace: namespace,
+		object:    Object{Kind: q.Kind, Name: q.Name, Group: q.Group},
+		uids:      uids,
+		filter:    q.Filter,
+		chunkSize: b.chunkSize,
+	}
+}
+
+// Story merges the object's live Events and history as the terminal does,
+// asks the cluster which of the objects exist and, with Tree, adds the
+// Events of what they own.
+func (b *webBackend) Story(ctx context.Context, q web.Query) (*web.Story, error) {
+	story := &web.Story{Query: q, Objects: []web.Object{}}
+	src := b.sources(q, nil)
+	tl := timeline.New()
+	add := func(r historyv1alpha1.EventRecord) { tl.Add(r) }
+	resourceVersion, err := src.listLive(ctx, add)
+	if err != nil {
+		// A user who may not list Events here sees the API's own answer.
+		return nil, err
+	}
+	historyVersion, err := src.listHistory(ctx, add)
+	if reason, ok := historyUnavailable(err, src.namespace); ok {
+		story.History.Reason = reason + ": showing live Events only, without those of deleted objects or past the Events' TTL"
+	} else if err != nil {
+		return nil, err
+	} else {
+		story.History.Available = true
+		resourceVersion = historyVersion
+	}
+	story.ResourceVersion = resourceVersion
+
+	roots, err := b.lookup(ctx, q)
+	if err != nil {
+		story.Lookup.Reason = err.Error()
+	} else {
+		story.Lookup.Available = true
+		story.Objects = append(story.Objects, roots...)
+	}
+	story.Followed = fmt.Sprintf("%s/%s", q.Kind, q.Name)
+	if q.Tree && story.Lookup.Available {
+		owned, tree := b.tree(ctx, roots)
+		story.Tree = tree
+		story.Objects = append(story.Objects, owned...)
+		if err := b.listOwned(ctx, q, owned, story.History.Available, add); err != nil {
+			return nil, err
+		}
+		if len(owned) > 0 {
+			if story.History.Available {
+				story.Followed += fmt.Sprintf(" and the %d objects it owns", len(owned))
+			} else {
+				story.Followed += " only: without history, the objects it owns are listed once, not followed"
+			}
+		}
+	}
+
+	records := tl.Records(q.Filter)
+	if len(records) > maxPageRecords {
+		story.Dropped = len(records) - maxPageRecords
+		records = records[story.Dropped:]
+	}
+	story.Records = make([]web.Record, len(records))
+	for i := range records {
+		story.Records[i] = web.NewRecord(&records[i])
+	}
+	return story, nil
+}
+
+// listOwned adds the Events of the objects the tree found: from history
+// by sets of uids where it is installed (it serves `in`), else from the
+// live API one uid at a time (kube-apiserver serves no set selectors).
+func (b *webBackend) listOwned(ctx context.Context, q web.Query, owned []web.Object, history bool, add func(historyv1alpha1.EventRecord)) error {
+	var mu sync.Mutex
+	locked := func(r historyv1alpha1.EventRecord) {
+		mu.Lock()
+		defer mu.Unlock()
+		add(r)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for _, uids := range ownedBatches(owned, history) {
+		g.Go(func() error {
+			src := b.sources(web.Query{Namespace: q.Namespace, All: q.All, Filter: q.Filter}, uids)
+			var err error
+			if history {
+				_, err = src.listHistory(ctx, locked)
+			} else {
+				_, err = src.listLive(ctx, locked)
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// ownedBatches are the uids of owned in the sets one selector takes.
+func ownedBatches(owned []web.Object, set bool) [][]string {
+	size := 1
+	if set {
+		size = maxSetValues
+	}
+	var batches [][]string
+	for i := 0; i < len(owned); i += size {
+		var uids []string
+		for _, o := range owned[i:min(i+size, len(owned))] {
+			uids = append(uids, o.UID)
+		}
+		batches = append(batches, uids)
+	}
+	return batches
+}
+
+// Follow runs the terminal's -w follower for the object and, where
+// history is installed, one per set of owned uids, all from the story's
+// resourceVersion (history's cursor is one sequence whatever the
+// selector), sending the page each version that passes the filter.
+func (b *webBackend) Follow(ctx context.Context, q web.Query, resourceVersion string, history bool, owned []string, emit func(web.Record) error) error {
+	var mu sync.Mutex
+	send := func(r historyv1alpha1.EventRecord) error {
+		if !q.Filter.Match(&r) {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return emit(web.NewRecord(&r))
+	}
+	follow := func(src *sources) follower {
+		if history {
+			return &historyFollower{history: src.history, selector: src.historySelector()}
+		}
+		return &liveFollower{events: src.events, selector: src.liveSelector()}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	followers := []follower{follow(b.sources(q, nil))}
+	if history {
+		objects := make([]web.Object, len(owned))
+		for i, uid := range owned {
+			objects[i] = web.Object{UID: uid}
+		}
+		for _, uids := range ownedBatches(objects, true) {
+			followers = append(followers, follow(b.sources(q, uids)))
+		}
+	}
+	for _, f := range followers {
+		g.Go(func() error { return f.follow(ctx, resourceVersion, send) })
+	}
+	return g.Wait()
+}
+
+// webOptions builds the page's clients from the kubeconfig the terminal's
+// timeline uses.
+func (f *Flags) webOptions(config *rest.Config, mapper meta.RESTMapper) (*webOptions, error) {
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	history, err := historyclient.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	metadataClient, err := metadata.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	dynamicClient, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return &webOptions{
+		port:    f.WebPort,
+		browser: f.Browser,
+		backend: &webBackend{
+			client: client, history: history, metadata: metadataClient, dynamic: dynamicClient,
+			mapper: mapper, chunkSize: f.ChunkSize,
+		},
+	}, nil
+}
+
+// serveWeb serves the page until ctx ends (Ctrl-C), as `kubectl proxy`
+// serves until then.
+func (o *Options) serveWeb(ctx context.Context) error {
+	config := web.Config{
+		Query: web.Query{
+			Group: o.Object.Group, Kind: o.Object.Kind, Name: o.Object.Name,
+			Namespace: o.Namespace, All: o.AllNamespaces, Tree: true,
+		},
+		Types: o.Filter.Types,
+		Watch: o.Watch,
+	}
+	if !o.Filter.Since.IsZero() {
+		config.Since = o.Filter.Since.UnixMilli()
+	}
+	server, err := web.Listen(o.web.port, o.web.backend, config)
+	if err != nil {
+		return err
+	}
+	url := server.URL()
+	fmt.Fprintf(o.Out, "Serving the timeline of %s on 127.0.0.1 only, with your kubeconfig's identity; open it at\n    %s\nPress Ctrl-C to stop.\n", o.Object, url)
+	if o.web.browser {
+		cleanup, err := openBrowser(url)
+		if err != nil {
+			fmt.Fprintf(o.ErrOut, "Not opening a browser (%v): open the URL above.\n", err)
+		}
+		defer cleanup()
+	}
+	return server.Serve(ctx)
+}
