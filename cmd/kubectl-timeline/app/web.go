@@ -79,9 +79,9 @@ func (b *webBackend) Story(ctx context.Context, q web.Query) (*web.Story, error)
 		return nil, err
 	} else {
 		story.History.Available = true
-		resourceVersion = historyVersion
+		story.ResourceVersion = historyVersion
 	}
-	story.ResourceVersion = resourceVersion
+	story.LiveResourceVersion = resourceVersion
 
 	roots, err := b.lookup(ctx, q)
 	if err != nil {
@@ -163,39 +163,43 @@ func ownedBatches(owned []web.Object, set bool) [][]string {
 	return batches
 }
 
-// Follow runs the terminal's -w follower for the object and, where
-// history is installed, one per set of owned uids, all from the story's
-// resourceVersion (history's cursor is one sequence whatever the
-// selector), sending the page each version that passes the filter.
-func (b *webBackend) Follow(ctx context.Context, q web.Query, resourceVersion string, history bool, owned []string, emit func(web.Record) error) error {
+// Follow runs the terminal's -w followers: the live Events of the object,
+// where a new Event shows as soon as it is written, and where history is
+// installed its feed too, which also says when each Event ended (and which
+// capture delivers up to its batch interval later; the page keeps each
+// version once), with a feed follower per set of owned uids. History's
+// cursor is one sequence whatever the selector, so all its followers start
+// from the story's.
+func (b *webBackend) Follow(ctx context.Context, f web.Follow, emit func(web.Record) error) error {
 	var mu sync.Mutex
 	send := func(r historyv1alpha1.EventRecord) error {
-		if !q.Filter.Match(&r) {
+		if !f.Query.Filter.Match(&r) {
 			return nil
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		return emit(web.NewRecord(&r))
 	}
-	follow := func(src *sources) follower {
-		if history {
-			return &historyFollower{history: src.history, selector: src.historySelector()}
-		}
-		return &liveFollower{events: src.events, selector: src.liveSelector()}
+	type run struct {
+		follower
+		from string
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	followers := []follower{follow(b.sources(q, nil))}
-	if history {
-		objects := make([]web.Object, len(owned))
-		for i, uid := range owned {
+	root := b.sources(f.Query, nil)
+	runs := []run{{&liveFollower{events: root.events, selector: root.liveSelector()}, f.LiveResourceVersion}}
+	if f.History {
+		runs = append(runs, run{&historyFollower{history: root.history, selector: root.historySelector()}, f.ResourceVersion})
+		objects := make([]web.Object, len(f.Owned))
+		for i, uid := range f.Owned {
 			objects[i] = web.Object{UID: uid}
 		}
 		for _, uids := range ownedBatches(objects, true) {
-			followers = append(followers, follow(b.sources(q, uids)))
+			owned := b.sources(f.Query, uids)
+			runs = append(runs, run{&historyFollower{history: owned.history, selector: owned.historySelector()}, f.ResourceVersion})
 		}
 	}
-	for _, f := range followers {
-		g.Go(func() error { return f.follow(ctx, resourceVersion, send) })
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range runs {
+		g.Go(func() error { return r.follow(ctx, r.from, send) })
 	}
 	return g.Wait()
 }

@@ -24,7 +24,12 @@
 // The page asks for a story (GET api/story), the object's Events merged
 // from the live API and history as the terminal timeline merges them; with
 // -w it follows new ones through server-sent events (GET api/watch), fed by
-// the same watch the terminal's -w runs (history's feed, else the live
-// Events), so a new Event reaches the page when the watch delivers it, with
-// no polling.
+// the terminal's -w watches (the live Events, so a new Event shows when it
+// is written, and where history is installed its feed, which also says when
+// each Event ended), with no polling.
+//
+// The page is plain HTML, CSS, SVG and ES modules (assets/), without a
+// build step: app.js routes the URL's fragment to a view, story.js is an
+// object's story, model.js its lanes, chart.js and table.js its two
+// renderings, api.js the calls above.
 package web

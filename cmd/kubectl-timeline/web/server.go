@@ -29,11 +29,22 @@ var assets embed.FS
 type Backend interface {
 	// Story lists the query's Events and the objects they are about.
 	Story(ctx context.Context, q Query) (*Story, error)
-	// Follow calls emit with each new version of the Events of q (and of
-	// the objects of uids owned, which the story's tree found) written
-	// after resourceVersion, until ctx ends: from history's feed when
-	// history, the story's source, else from the live Events.
-	Follow(ctx context.Context, q Query, resourceVersion string, history bool, owned []string, emit func(Record) error) error
+	// Follow calls emit with each new version of the Events a story
+	// showed, until ctx ends.
+	Follow(ctx context.Context, f Follow, emit func(Record) error) error
+}
+
+// Follow is what a page follows after its story: the story's query, from
+// the cursors the story returned.
+type Follow struct {
+	Query Query
+	// History says the story read history: its feed is followed from
+	// ResourceVersion, and the live Events from LiveResourceVersion.
+	History             bool
+	ResourceVersion     string
+	LiveResourceVersion string
+	// Owned are the uids of the objects the story's tree found.
+	Owned []string
 }
 
 // MaxWatches bounds the page's open watches (tabs, reloads): each is a
@@ -244,13 +255,15 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
-	resourceVersion, history := v.Get("resourceVersion"), v.Get("history") == "true"
-	var owned []string
-	if o := v.Get("owned"); o != "" {
-		owned = strings.Split(o, ",")
+	follow := Follow{
+		Query: q, History: v.Get("history") == "true",
+		ResourceVersion: v.Get("resourceVersion"), LiveResourceVersion: v.Get("liveResourceVersion"),
 	}
-	if len(owned) > MaxOwned {
-		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("at most %d owned objects are followed, got %d", MaxOwned, len(owned))))
+	if o := v.Get("owned"); o != "" {
+		follow.Owned = strings.Split(o, ",")
+	}
+	if len(follow.Owned) > MaxOwned {
+		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("at most %d owned objects are followed, got %d", MaxOwned, len(follow.Owned))))
 		return
 	}
 	select {
@@ -270,7 +283,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	// A comment first, so the page knows the stream is open.
 	fmt.Fprint(w, ": following\n\n")
 	flusher.Flush()
-	err = s.backend.Follow(r.Context(), q, resourceVersion, history, owned, func(rec Record) error {
+	err = s.backend.Follow(r.Context(), follow, func(rec Record) error {
 		data, err := json.Marshal(rec)
 		if err != nil {
 			return err

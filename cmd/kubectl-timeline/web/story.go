@@ -56,9 +56,10 @@ type Story struct {
 	Records []Record `json:"records"`
 	// Dropped is how many older Events were left out past MaxRecords.
 	Dropped int `json:"dropped"`
-	// ResourceVersion is where api/watch continues: history's cursor, or
-	// the live list's resourceVersion where history is not read.
-	ResourceVersion string `json:"resourceVersion"`
+	// ResourceVersion is where api/watch continues history's feed, and
+	// LiveResourceVersion the live Events.
+	ResourceVersion     string `json:"resourceVersion"`
+	LiveResourceVersion string `json:"liveResourceVersion"`
 	// Followed says which objects -w follows (api/watch), and where not
 	// all, why.
 	Followed string `json:"followed"`

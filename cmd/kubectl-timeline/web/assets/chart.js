@@ -160,6 +160,8 @@ export class Chart {
       // An owned object's own story, with what it owns.
       const params = new URLSearchParams({ kind: l.kind, name: l.name, namespace: l.namespace, group: groupOf(l.apiVersion) });
       target = el('a', { href: `#story?${params}`, class: 'drill' }, g);
+      // The whole label is the link, not only its glyphs.
+      el('rect', { x: 4, y: y + 3, width: LABEL_WIDTH - 20, height: LANE_HEIGHT - 6, rx: 4, class: 'hit' }, target);
     }
     const name = `${l.kind} ${l.name}`;
     const title = el('title', {}, target);

@@ -212,6 +212,7 @@ export class StoryView {
     const params = {
       ...this.params(),
       resourceVersion: story.resourceVersion,
+      liveResourceVersion: story.liveResourceVersion,
       history: String(story.history.available),
       owned: story.objects.filter((o) => o.owner).map((o) => o.uid).join(','),
     };

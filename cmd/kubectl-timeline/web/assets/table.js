@@ -64,9 +64,12 @@ export class Table {
       badge.className = `badge ${typeClass(r.type)}`;
       badge.textContent = r.type || 'none';
       type.appendChild(badge);
-      for (const v of [r.reason, String(r.count), formatTime(r.first), formatTime(r.last), r.reporter,
-        r.live ? 'live' : r.ended ? `ended ${formatTime(r.ended)}` : 'ended', r.note]) {
-        tr.insertCell().textContent = v;
+      const cells = [[r.reason], [String(r.count)], [formatTime(r.first), 'time'], [formatTime(r.last), 'time'], [r.reporter],
+        [r.live ? 'live' : r.ended ? `ended ${formatTime(r.ended)}` : 'ended'], [r.note, 'note']];
+      for (const [v, cls] of cells) {
+        const td = tr.insertCell();
+        td.textContent = v;
+        if (cls) td.className = cls;
       }
     }
     c.append(nav, table);
