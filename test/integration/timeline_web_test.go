@@ -110,8 +110,7 @@ func TestTimelineWeb(t *testing.T) {
 	t.Run("a name reused by three pods shows three lanes, the earlier two deleted", func(t *testing.T) {
 		page := startTimelineWeb(t, ctx, plugin, c.kube.KubeconfigPath, "pod/web-0", "-n", ns)
 		tab := browser.open(t, page.url)
-		var lanes []map[string]string
-		lanes = tab.attributes(t, "g.lane")
+		lanes := tab.attributes(t, "g.lane")
 		if len(lanes) != 3 {
 			t.Fatalf("%d lanes, want 3: %v", len(lanes), lanes)
 		}
@@ -444,9 +443,11 @@ func startBrowser(t *testing.T, chromium string) *testBrowser {
 	})
 	// The first action starts the browser; a failure here is Chromium
 	// failing to run, which the test reports rather than skips.
+	started := time.Now()
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("starting %s: %v", chromium, err)
 	}
+	t.Logf("Chromium started in %v", time.Since(started).Round(time.Millisecond))
 	return &testBrowser{ctx: ctx}
 }
 

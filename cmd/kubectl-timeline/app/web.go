@@ -65,27 +65,53 @@ func (b *webBackend) sources(q web.Query, uids []string) *sources {
 func (b *webBackend) Story(ctx context.Context, q web.Query) (*web.Story, error) {
 	story := &web.Story{Query: q, Objects: []web.Object{}}
 	src := b.sources(q, nil)
+	// The two lists and the lookup at once: the page waits for the
+	// slowest, not for their sum.
+	var (
+		live, history               []historyv1alpha1.EventRecord
+		liveVersion, historyVersion string
+		liveErr, historyErr         error
+		roots                       []web.Object
+		lookupErr                   error
+		wg                          sync.WaitGroup
+	)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		liveVersion, liveErr = src.listLive(ctx, func(r historyv1alpha1.EventRecord) { live = append(live, r) })
+	}()
+	go func() {
+		defer wg.Done()
+		historyVersion, historyErr = src.listHistory(ctx, func(r historyv1alpha1.EventRecord) { history = append(history, r) })
+	}()
+	go func() {
+		defer wg.Done()
+		roots, lookupErr = b.lookup(ctx, q)
+	}()
+	wg.Wait()
+	if liveErr != nil {
+		// A user who may not list Events here sees the API's own answer.
+		return nil, liveErr
+	}
 	tl := timeline.New()
 	add := func(r historyv1alpha1.EventRecord) { tl.Add(r) }
-	resourceVersion, err := src.listLive(ctx, add)
-	if err != nil {
-		// A user who may not list Events here sees the API's own answer.
-		return nil, err
+	for _, r := range live {
+		add(r)
 	}
-	historyVersion, err := src.listHistory(ctx, add)
-	if reason, ok := historyUnavailable(err, src.namespace); ok {
+	story.LiveResourceVersion = liveVersion
+	if reason, ok := historyUnavailable(historyErr, src.namespace); ok {
 		story.History.Reason = reason + ": showing live Events only, without those of deleted objects or past the Events' TTL"
-	} else if err != nil {
-		return nil, err
+	} else if historyErr != nil {
+		return nil, historyErr
 	} else {
 		story.History.Available = true
 		story.ResourceVersion = historyVersion
+		for _, r := range history {
+			add(r)
+		}
 	}
-	story.LiveResourceVersion = resourceVersion
-
-	roots, err := b.lookup(ctx, q)
-	if err != nil {
-		story.Lookup.Reason = err.Error()
+	if lookupErr != nil {
+		story.Lookup.Reason = lookupErr.Error()
 	} else {
 		story.Lookup.Available = true
 		story.Objects = append(story.Objects, roots...)
@@ -204,17 +230,10 @@ func (b *webBackend) Follow(ctx context.Context, f web.Follow, emit func(web.Rec
 	return g.Wait()
 }
 
-// webOptions builds the page's clients from the kubeconfig the terminal's
-// timeline uses.
-func (f *Flags) webOptions(config *rest.Config, mapper meta.RESTMapper) (*webOptions, error) {
-	client, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	history, err := historyclient.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
+// webOptions adds the page's clients to the terminal timeline's: metadata
+// to find which objects exist and what they own, dynamic to read an
+// owner's selector.
+func (f *Flags) webOptions(config *rest.Config, mapper meta.RESTMapper, client kubernetes.Interface, history historyclient.HistoryV1alpha1Interface) (*webOptions, error) {
 	metadataClient, err := metadata.NewForConfig(config)
 	if err != nil {
 		return nil, err

@@ -90,7 +90,7 @@ func Listen(port int, backend Backend, config Config) (*Server, error) {
 		hosts:    map[string]bool{"127.0.0.1:" + bound: true, "localhost:" + bound: true},
 		watches:  make(chan struct{}, MaxWatches),
 	}
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 

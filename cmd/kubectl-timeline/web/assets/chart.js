@@ -12,6 +12,8 @@ const LABEL_WIDTH = 250;
 const AXIS_HEIGHT = 36;
 const LANE_HEIGHT = 48;
 const RIGHT_PAD = 28;
+// Marks of a type closer than this many pixels in a lane are drawn as one.
+const BIN = 3;
 
 // Shapes centred on 0,0: type is told by shape as well as colour.
 export const SHAPES = {
@@ -119,20 +121,23 @@ export class Chart {
         el('rect', { x: LABEL_WIDTH - 8, y: y + 1, width: width - LABEL_WIDTH - RIGHT_PAD + 16, height: LANE_HEIGHT - 2, class: 'lane-deleted', fill: 'url(#hatch)' }, laneG);
       }
       this.label(laneG, l, y);
+      // Bars under marks, counts over both.
+      const barsG = el('g', { class: 'bars', 'aria-hidden': 'true' }, plot);
       const marksG = el('g', {
         class: 'marks', role: 'group',
         'aria-label': `${l.kind} ${l.name}, ${STATE_TEXT[l.state]}: ${l.records.length} Events`,
       }, plot);
+      const countsG = el('g', { class: 'counts', 'aria-hidden': 'true' }, plot);
       const laneItems = [];
       for (const r of l.records) {
         const cls = typeClass(r.type);
         const cy = y + LANE_HEIGHT / 2;
         const item = { r, lane: i, y: cy };
         if (r.last > r.first) {
-          item.bar = el('rect', { class: `bar ${cls}`, y: cy - 4, height: 8, rx: 2 }, marksG);
+          item.bar = el('rect', { class: `bar ${cls}`, y: cy - 4, height: 8, rx: 2 }, barsG);
         }
         if (r.count > 1) {
-          item.count = el('text', { class: 'count', y: cy - 9, 'aria-hidden': 'true' }, marksG);
+          item.count = el('text', { class: 'count', y: cy - 9 }, countsG);
           item.count.textContent = `×${r.count}`;
         }
         item.mark = el('path', {
@@ -147,8 +152,8 @@ export class Chart {
       this.byLane.push(laneItems);
     });
     this.position();
-    const focused = this.items.find((it) => it.r.id === this.focusedId);
-    this.setTabStop(focused || this.items.find((it) => it.mark) || null);
+    const focused = this.items.find((it) => it.r.id === this.focusedId && !it.hidden);
+    this.setTabStop(focused || this.items.find((it) => !it.hidden) || null);
     if (focused && this.hadFocus) focused.mark.focus({ preventScroll: true });
   }
 
@@ -187,18 +192,52 @@ export class Chart {
       const text = el('text', { x, y: AXIS_HEIGHT - 12, class: 'tick' }, this.axis);
       text.textContent = tick.label;
     }
+    // Marks of one type closer than BIN pixels in a lane would paint over
+    // each other: the first is drawn and says how many it stands for, the
+    // rest wait for a zoom, so thousands of Events cost what the visible
+    // ones cost to paint. Marks out of view are not drawn either.
+    const left = LABEL_WIDTH - 16;
+    const right = this.width - RIGHT_PAD + 16;
+    let lane = -1;
+    let bins = null;
+    let lastCount = -Infinity;
     for (const it of this.items) {
+      if (it.lane !== lane) {
+        lane = it.lane;
+        bins = new Map();
+        lastCount = -Infinity;
+      }
       const x = s.x(it.r.last);
-      it.mark.setAttribute('transform', `translate(${x.toFixed(1)},${it.y})`);
+      const x0 = it.bar ? s.x(it.r.first) : x;
+      const inView = x >= left && x <= right;
+      const key = `${it.r.type}:${Math.round(x / BIN)}`;
+      const leader = inView ? bins.get(key) : null;
+      it.covers = 0;
+      if (leader) leader.covers++;
+      else if (inView) bins.set(key, it);
+      it.hidden = !inView || !!leader;
+      setShown(it.mark, !it.hidden);
+      if (!it.hidden) it.mark.setAttribute('transform', `translate(${x.toFixed(1)},${it.y})`);
       if (it.bar) {
-        const x0 = s.x(it.r.first);
-        it.bar.setAttribute('x', x0.toFixed(1));
-        it.bar.setAttribute('width', Math.max(1, x - x0).toFixed(1));
+        const shown = x >= left && x0 <= right;
+        setShown(it.bar, shown);
+        if (shown) {
+          const a = Math.max(x0, left);
+          it.bar.setAttribute('x', a.toFixed(1));
+          it.bar.setAttribute('width', Math.max(1, Math.min(x, right) - a).toFixed(1));
+        }
       }
       if (it.count) {
-        it.count.setAttribute('x', (x + 7).toFixed(1));
+        const shown = !it.hidden && x - lastCount > 30;
+        setShown(it.count, shown);
+        if (shown) {
+          it.count.setAttribute('x', (x + 7).toFixed(1));
+          lastCount = x;
+        }
       }
     }
+    const stop = this.items.find((it) => it.mark.getAttribute('tabindex') === '0');
+    if (!stop || stop.hidden) this.setTabStop(this.items.find((it) => !it.hidden) || null);
     this.onZoom(s);
   }
 
@@ -263,6 +302,7 @@ export class Chart {
       ['State', r.live ? 'live' : r.ended ? `ended ${formatTime(r.ended)}` : 'ended'],
       ['Event', r.name],
     ];
+    if (item.covers) rows.push(['Here too', `${item.covers} more ${r.type || 'untyped'} Events; zoom in to tell them apart`]);
     const dl = document.createElement('dl');
     for (const [k, v] of rows) {
       const dt = document.createElement('dt');
@@ -304,14 +344,15 @@ export class Chart {
     item.mark.focus({ preventScroll: false });
   }
 
-  // neighbour is the mark the arrow key moves to.
+  // neighbour is the drawn mark the arrow key moves to.
   neighbour(item, key) {
-    const lane = this.byLane[item.lane];
+    const lane = this.byLane[item.lane].filter((it) => !it.hidden);
+    const at = lane.indexOf(item);
     switch (key) {
       case 'ArrowRight':
-        return lane[item.index + 1];
+        return lane[at + 1];
       case 'ArrowLeft':
-        return lane[item.index - 1];
+        return at > 0 ? lane[at - 1] : null;
       case 'Home':
         return lane[0];
       case 'End':
@@ -320,11 +361,11 @@ export class Chart {
       case 'ArrowUp': {
         const step = key === 'ArrowDown' ? 1 : -1;
         for (let i = item.lane + step; i >= 0 && i < this.byLane.length; i += step) {
-          const other = this.byLane[i];
-          if (!other.length) continue;
-          let best = other[0];
-          for (const it of other) if (Math.abs(it.r.last - item.r.last) < Math.abs(best.r.last - item.r.last)) best = it;
-          return best;
+          let best = null;
+          for (const it of this.byLane[i]) {
+            if (!it.hidden && (!best || Math.abs(it.r.last - item.r.last) < Math.abs(best.r.last - item.r.last))) best = it;
+          }
+          if (best) return best;
         }
         return null;
       }
@@ -416,6 +457,13 @@ export class Chart {
       }, 150);
     });
   }
+}
+
+function setShown(e, shown) {
+  if (e.shown === shown) return;
+  e.shown = shown;
+  if (shown) e.removeAttribute('display');
+  else e.setAttribute('display', 'none');
 }
 
 function groupOf(apiVersion) {
