@@ -145,6 +145,26 @@ func TestTimelineWeb(t *testing.T) {
 		if !strings.HasPrefix(focused, "web-0.0-backoff | ") || !strings.Contains(focused, "BackOff") || !strings.Contains(focused, "Reporterkubelet") {
 			t.Errorf("after ArrowRight from the first Event: %q", focused)
 		}
+		// + zooms in around the focused Event, 0 goes back.
+		before := tab.text(t, ".toolbar .range")
+		rangeIs := func(want string, is bool) string {
+			t.Helper()
+			_, err := chromedp.Run(tab.ctx, chromedp.Poll[bool](fmt.Sprintf(`(document.querySelector('.toolbar .range').textContent === %q) === %v`, want, is),
+				chromedp.WithPollingTimeout(10*time.Second)))
+			if err != nil {
+				t.Errorf("the shown range stayed %q (want it to be %q: %v)", tab.text(t, ".toolbar .range"), want, is)
+			}
+			return tab.text(t, ".toolbar .range")
+		}
+		tab.do(t, chromedp.KeyEvent("+"))
+		t.Logf("+ zoomed from %s to %s", before, rangeIs(before, false))
+		tab.do(t, chromedp.KeyEvent("0"))
+		rangeIs(before, true)
+		// Down twice to the third pod's lane, End to its last Event.
+		tab.do(t, chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.End))
+		if name := tab.eval(t, `document.activeElement.dataset.name`); name != "web-0.2-backoff" {
+			t.Errorf("after ArrowDown, ArrowDown, End the focused Event is %q, want web-0.2-backoff", name)
+		}
 		tab.screenshot(t, "timeline-web-three-incarnations")
 		// The table view lists the same six Events.
 		tab.do(t, chromedp.Click(chromedp.CSS(`.toolbar button:nth-child(2)`)))

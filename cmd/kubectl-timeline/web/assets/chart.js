@@ -319,8 +319,10 @@ export class Chart {
     tip.hidden = false;
     const x = this.scale.x(r.last);
     const left = Math.min(Math.max(8, x - 40), this.width - tip.offsetWidth - 8);
+    // Below the mark where the window has room for it, else above.
     const below = item.y + 16;
-    const top = below + tip.offsetHeight > this.height + 40 ? item.y - tip.offsetHeight - 14 : below;
+    const fits = this.wrap.getBoundingClientRect().top + below + tip.offsetHeight < window.innerHeight;
+    const top = fits || item.y < tip.offsetHeight + 14 ? below : item.y - tip.offsetHeight - 14;
     tip.style.left = `${left}px`;
     tip.style.top = `${top}px`;
     item.mark.setAttribute('aria-describedby', 'mark-tooltip');
