@@ -106,7 +106,7 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 		if *f.PrintFlags.OutputFormat != "" {
 			return nil, fmt.Errorf("--web draws the timeline in the browser; it takes no -o")
 		}
-		if o.web, err = f.webOptions(config, mapper, client, history); err != nil {
+		if o.web, err = f.webOptions(config, mapper, client.CoreV1(), history); err != nil {
 			return nil, err
 		}
 		return o, nil

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
@@ -33,7 +33,10 @@ type webOptions struct {
 // webBackend answers the page (web.Backend) with the kubeconfig's identity,
 // through the same sources and followers as the terminal's timeline.
 type webBackend struct {
-	client    kubernetes.Interface
+	// events is the one typed client the page needs: holding the whole
+	// clientset as an interface would link every group's client into
+	// the binary (9 MB).
+	events    corev1client.EventsGetter
 	history   historyclient.HistoryV1alpha1Interface
 	metadata  metadata.Interface
 	dynamic   dynamic.Interface
@@ -49,7 +52,7 @@ func (b *webBackend) sources(q web.Query, uids []string) *sources {
 		namespace = ""
 	}
 	return &sources{
-		events:    b.client.CoreV1().Events(namespace),
+		events:    b.events.Events(namespace),
 		history:   b.history.EventRecords(namespace),
 		namespace: namespace,
 		object:    Object{Kind: q.Kind, Name: q.Name, Group: q.Group},
@@ -233,7 +236,7 @@ func (b *webBackend) Follow(ctx context.Context, f web.Follow, emit func(web.Rec
 // webOptions adds the page's clients to the terminal timeline's: metadata
 // to find which objects exist and what they own, dynamic to read an
 // owner's selector.
-func (f *Flags) webOptions(config *rest.Config, mapper meta.RESTMapper, client kubernetes.Interface, history historyclient.HistoryV1alpha1Interface) (*webOptions, error) {
+func (f *Flags) webOptions(config *rest.Config, mapper meta.RESTMapper, events corev1client.EventsGetter, history historyclient.HistoryV1alpha1Interface) (*webOptions, error) {
 	metadataClient, err := metadata.NewForConfig(config)
 	if err != nil {
 		return nil, err
@@ -246,7 +249,7 @@ func (f *Flags) webOptions(config *rest.Config, mapper meta.RESTMapper, client k
 		port:    f.WebPort,
 		browser: f.Browser,
 		backend: &webBackend{
-			client: client, history: history, metadata: metadataClient, dynamic: dynamicClient,
+			events: events, history: history, metadata: metadataClient, dynamic: dynamicClient,
 			mapper: mapper, chunkSize: f.ChunkSize,
 		},
 	}, nil
