@@ -266,6 +266,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("at most %d owned objects are followed, got %d", MaxOwned, len(follow.Owned))))
 		return
 	}
+	for _, uid := range follow.Owned {
+		// They go into a set selector, `regarding.uid in (...)`, which
+		// has no escaping: a uid is what the API server makes, a UUID.
+		if !validUID(uid) {
+			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("owned: %q is not a uid", uid)))
+			return
+		}
+	}
 	select {
 	case s.watches <- struct{}{}:
 		defer func() { <-s.watches }()
@@ -299,6 +307,19 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "event: failure\ndata: %s\n\n", data)
 		flusher.Flush()
 	}
+}
+
+// validUID accepts what the API server's uids are made of.
+func validUID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // statusOf is err as the API would say it: its own Status where the

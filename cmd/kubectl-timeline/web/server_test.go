@@ -56,6 +56,7 @@ func TestServerGuard(t *testing.T) {
 		{"out of the assets", host, "/" + s.token + "/../server.go", http.StatusNotFound, ""},
 		{"the cluster's 403 passes through", host, "/" + s.token + "/api/story?kind=Pod&name=web-0&namespace=shop", http.StatusForbidden, "application/json"},
 		{"a bad query is a 400", host, "/" + s.token + "/api/story?kind=Pod&name=web-0", http.StatusBadRequest, "application/json"},
+		{"an owned uid that is no uid is a 400", host, "/" + s.token + "/api/watch?kind=Pod&name=web-0&namespace=shop&owned=a),reason=x", http.StatusBadRequest, "application/json"},
 		{"no token", host, "/", http.StatusForbidden, ""},
 		{"no token, an asset", host, "/app.js", http.StatusForbidden, ""},
 		{"the token without its slash", host, "/" + s.token, http.StatusForbidden, ""},
