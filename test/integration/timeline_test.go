@@ -268,7 +268,7 @@ func TestTimelinePlugin(t *testing.T) {
 func testTimelineWatch(t *testing.T, plugin string, server *framework.Server, client kubernetes.Interface, ns string, uid types.UID) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w := startTimelineWatch(t, ctx, plugin, server, "pod/web-0", "-n", ns, "-w", "--since=2h")
+	w := startTimelineWatch(t, ctx, plugin, server.Kubeconfig, "pod/web-0", "-n", ns, "-w", "--since=2h")
 	// waitFor reads printed rows until one shows reason with count, and
 	// with ended, a STATE of deleted.
 	waitFor := func(reason, count string, ended bool) time.Time {
@@ -331,10 +331,10 @@ type timelineWatch struct {
 	lines  chan string
 }
 
-func startTimelineWatch(t *testing.T, ctx context.Context, plugin string, server *framework.Server, args ...string) *timelineWatch {
+func startTimelineWatch(t *testing.T, ctx context.Context, plugin, kubeconfig string, args ...string) *timelineWatch {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, plugin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+server.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(server.Kubeconfig), "kubectl-cache"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(kubeconfig), "kubectl-cache"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +420,7 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	// -w follows the live Events instead of history's feed.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w := startTimelineWatch(t, ctx, plugin, server, "pod/web-0", "-n", ns, "-w")
+	w := startTimelineWatch(t, ctx, plugin, server.Kubeconfig, "pod/web-0", "-n", ns, "-w")
 	w.waitFor(t, "the live Event", func(line string) bool { return strings.Contains(line, "Scheduled") })
 	next := timelineEvent("web-0.pulled", "Pod", "web-0", "uid-live", "Pulled", "Normal", "kubelet", time.Now())
 	next.InvolvedObject.Namespace = ns
