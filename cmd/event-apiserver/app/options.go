@@ -20,6 +20,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
@@ -41,6 +42,8 @@ type Options struct {
 	EventTTL time.Duration
 	// EventTTLRules override EventTTL by kind of Event (--event-ttl-rule).
 	EventTTLRules []string
+	// Expiry is the TTL backstop's flags.
+	Expiry *expiry.Options
 
 	SecureServing *genericoptions.SecureServingOptionsWithLoopback
 	Etcd          *genericoptions.EtcdOptions
@@ -100,6 +103,7 @@ func NewOptions() *Options {
 	return &Options{
 		DataDir:       defaultDataDir,
 		EventTTL:      time.Hour,
+		Expiry:        expiry.NewOptions(),
 		SecureServing: serving.WithLoopback(),
 		Etcd:          etcd,
 		EmbeddedEtcd: EmbeddedEtcdOptions{
@@ -135,6 +139,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"source.component), all given keys must match. Repeat the flag for more rules (at most 16); the "+
 			"first that matches applies. Durations are whole seconds, at least 1s. "+
 			"E.g. --event-ttl-rule=type=Warning:24h --event-ttl-rule=reason=Pulled,reportingController=kubelet:10m.")
+	o.Expiry.AddFlags(fs)
 
 	fs.StringSliceVar(&o.SelfSignedCertDNSNames, "self-signed-cert-dns-names", o.SelfSignedCertDNSNames,
 		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
@@ -227,6 +232,7 @@ func (o *Options) Validate() error {
 	if _, err := ttl.Parse(o.EventTTLRules, o.EventTTL); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.Expiry.Validate()...)
 	if o.SelfSignedCertValidity < time.Minute {
 		errs = append(errs, fmt.Errorf("--self-signed-cert-validity must be at least 1m"))
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
@@ -263,7 +264,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if o.History.Only {
 		return o.historyOnlyConfig(serverConfig, ttlRules)
 	}
-	if err := apiserver.ApplyStorageTo(serverConfig, o.Etcd, ttlRules, !o.Embedded()); err != nil {
+	if err := apiserver.ApplyStorageTo(serverConfig, o.Etcd, ttlRules, !o.Embedded(), expiry.New(o.Expiry.Config(ttlRules))); err != nil {
 		return nil, err
 	}
 	if o.Aggregated.Enabled {
