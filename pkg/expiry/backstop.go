@@ -79,6 +79,9 @@ type Backstop struct {
 	// broken stops every pass once the cache answered a bucket lookup with
 	// Events of other buckets (see bucket).
 	broken bool
+	// failures rate-limits the log of passes that stop on an error, at
+	// every pass while etcd is away.
+	failures logEvery
 }
 
 // cursor walks one class's buckets in revision order, deleting the Events
@@ -103,6 +106,10 @@ const maxLeases = 16384
 // maxClockPeriod is the revision clock's sample period, or the pass interval
 // when that is shorter.
 const maxClockPeriod = 10 * time.Second
+
+// requestTimeout bounds each request of a pass to etcd: while etcd is away,
+// the pass stops and the next one tries again.
+const requestTimeout = 10 * time.Second
 
 // lookupBatch is how many keys one etcd transaction reads; etcd refuses
 // more than --max-txn-ops, 128 by default.
@@ -189,7 +196,7 @@ func (b *Backstop) PostStartHook(ctx genericapiserver.PostStartHookContext) erro
 		return fmt.Errorf("etcd client for the TTL backstop: %w", err)
 	}
 	b.client = client
-	b.clock = &clock{client: client, key: clockKey(b.config.Prefix), period: b.period, horizon: b.horizon(), now: time.Now}
+	b.clock = newClock(client, clockKey(b.config.Prefix), b.period, b.horizon())
 	var wg sync.WaitGroup
 	wg.Go(func() { b.clock.run(ctx) })
 	wg.Go(func() { b.run(ctx) })
@@ -202,14 +209,18 @@ func (b *Backstop) PostStartHook(ctx genericapiserver.PostStartHookContext) erro
 	return nil
 }
 
-// horizon is how far back the clock keeps samples: past the longest lease
-// of any class, every Event is due whatever sample dates it.
+// horizon is how far back the clock keeps samples at first: past the
+// longest lease of any class, every Event is due whatever sample dates it.
 func (b *Backstop) horizon() time.Duration {
 	longest := int64(0)
 	for _, class := range b.rules.Classes() {
 		longest = max(longest, ttl.LeaseSeconds(int64(class), b.reuseSeconds))
 	}
-	return time.Duration(longest)*time.Second + 2*b.period
+	return b.horizonFor(longest)
+}
+
+func (b *Backstop) horizonFor(leaseSeconds int64) time.Duration {
+	return time.Duration(leaseSeconds)*time.Second + 2*b.period
 }
 
 func (b *Backstop) run(ctx context.Context) {
@@ -236,7 +247,7 @@ func (b *Backstop) pass(ctx context.Context) {
 		// Cursors made during the pass start on the next one.
 		for _, cur := range slices.Clone(b.cursors[class]) {
 			if err := b.advance(ctx, cur, s); err != nil {
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && b.failures.due(time.Now()) {
 					klog.ErrorS(err, "Event TTL backstop: pass stopped, to go on at the next", "ttl", time.Duration(cur.seconds)*time.Second,
 						"revision", cur.rev)
 				}
@@ -368,6 +379,8 @@ func (b *Backstop) lookup(ctx context.Context, batch []candidate) ([]*keyState, 
 		}
 		ops[i] = clientv3.OpGet(b.etcdKey(key), clientv3.WithKeysOnly())
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	resp, err := b.client.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return nil, err
@@ -396,6 +409,8 @@ func (b *Backstop) granted(ctx context.Context, id clientv3.LeaseID) (int64, err
 	if s, ok := b.leases[id]; ok {
 		return s, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	resp, err := b.client.TimeToLive(ctx, id)
 	if err != nil {
 		return 0, err
@@ -434,6 +449,9 @@ func (b *Backstop) follow(class uint64, seconds, rev int64) {
 			target.seconds = seconds
 		}
 	}
+	if b.clock != nil {
+		b.clock.extend(b.horizonFor(seconds))
+	}
 	if target == nil {
 		target = &cursor{class: class, seconds: seconds, rev: rev - 1}
 		cursors = append(cursors, target)
@@ -453,6 +471,8 @@ func (b *Backstop) delete(ctx context.Context, c candidate) error {
 		return err
 	}
 	rv := c.event.ResourceVersion
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	err = b.store.Delete(ctx, key, &core.Event{}, &storage.Preconditions{ResourceVersion: &rv},
 		func(context.Context, runtime.Object) error { return nil }, nil, storage.DeleteOptions{})
 	switch {

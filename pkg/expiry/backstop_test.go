@@ -236,6 +236,11 @@ func TestBackstopNeverEarly(t *testing.T) {
 	if rev, ok := cursors[200]; !ok || rev >= first {
 		t.Errorf("the 200s lease's cursor at %d (%v), want below %d", rev, ok, first)
 	}
+	// The class's horizon (the Warnings' 630s) already covers 200s; a
+	// lease longer than every class makes the clock keep samples for it.
+	if h := f.backstop.Horizon(); h < 630*time.Second {
+		t.Errorf("clock horizon %v, want at least the longest class's lease, 630s", h)
+	}
 
 	f.pass(first, 250*time.Second)
 	want["foreign"] = false

@@ -137,16 +137,37 @@ func clockKey(prefix string) string {
 // than half a period by its own clock, so together they add about one
 // sample a period while Events are written, and none while nothing is.
 type clock struct {
-	client  *clientv3.Client
-	key     string
-	period  time.Duration
-	horizon time.Duration
+	client *clientv3.Client
+	key    string
+	period time.Duration
+	// horizon is how old a sample thin keeps (a time.Duration): the longest
+	// lease of the replica's classes at first, longer once a pass finds a
+	// longer lease (extend). A clock whose horizon is shorter than a lease
+	// would never find a sample old enough to make its Events due.
+	horizon atomic.Int64
 	// now is time.Now but in tests.
 	now func() time.Time
 
 	current atomic.Pointer[samples]
 	// aheadLogged rate-limits the warning about a sample from the future.
 	aheadLogged time.Time
+	failures    logEvery
+}
+
+func newClock(client *clientv3.Client, key string, period, horizon time.Duration) *clock {
+	c := &clock{client: client, key: key, period: period, now: time.Now}
+	c.horizon.Store(int64(horizon))
+	return c
+}
+
+// extend makes the clock keep samples for a lease of d.
+func (c *clock) extend(d time.Duration) {
+	for {
+		old := c.horizon.Load()
+		if int64(d) <= old || c.horizon.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
 }
 
 // clockTimeout bounds a tick's requests to etcd.
@@ -155,6 +176,18 @@ const clockTimeout = 10 * time.Second
 // maxClockSkew is how far ahead of this replica's clock the newest sample
 // may be before a warning says the replicas' clocks disagree.
 const maxClockSkew = time.Second
+
+// logEvery lets through one log line a minute of a failure that repeats at
+// every tick while etcd is away.
+type logEvery struct{ last time.Time }
+
+func (l *logEvery) due(now time.Time) bool {
+	if now.Sub(l.last) < time.Minute {
+		return false
+	}
+	l.last = now
+	return true
+}
 
 // samples returns the newest copy read or written, nil before the first.
 func (c *clock) samples() samples {
@@ -166,7 +199,7 @@ func (c *clock) samples() samples {
 
 func (c *clock) run(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := c.tick(ctx); err != nil && ctx.Err() == nil {
+		if err := c.tick(ctx); err != nil && ctx.Err() == nil && c.failures.due(c.now()) {
 			klog.ErrorS(err, "Event TTL backstop: cannot sample etcd's revision", "key", c.key)
 		}
 	}, c.period)
@@ -228,7 +261,7 @@ func (c *clock) tick(ctx context.Context) error {
 		// early.
 		at = newest.At
 	}
-	next := append(append(samples(nil), s...), Sample{At: at, Revision: current}).thin(now, c.horizon)
+	next := append(append(samples(nil), s...), Sample{At: at, Revision: current}).thin(now, time.Duration(c.horizon.Load()))
 	value, err := next.encode()
 	if err != nil {
 		return err

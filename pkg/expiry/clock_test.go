@@ -139,12 +139,13 @@ func TestClockTick(t *testing.T) {
 	client := testserver.RunEtcd(t, nil).Client
 	ctx := context.Background()
 	now := time.Now()
-	newClock := func() *clock {
-		return &clock{client: client, key: clockKey("/registry"), period: 10 * time.Second, horizon: time.Hour,
-			now: func() time.Time { return now }}
+	mkClock := func() *clock {
+		c := newClock(client, clockKey("/registry"), 10*time.Second, time.Hour)
+		c.now = func() time.Time { return now }
+		return c
 	}
 	sleep := func(d time.Duration) { now = now.Add(d) }
-	a, b := newClock(), newClock()
+	a, b := mkClock(), mkClock()
 	put := func() int64 {
 		resp, err := client.Put(ctx, "/registry/events/ns/e", "x")
 		if err != nil {
@@ -271,5 +272,21 @@ func TestFollowBounded(t *testing.T) {
 		if !ok {
 			t.Errorf("an Event of a %ds lease at revision %d has no cursor as long from below it", r.seconds, r.rev)
 		}
+	}
+}
+
+// TestHorizonFollowsLongerLeases: a lease longer than every class (another
+// writer's) makes the clock keep samples that old, without which its
+// Events would never come due; a shorter one changes nothing.
+func TestHorizonFollowsLongerLeases(t *testing.T) {
+	b := &Backstop{period: 10 * time.Second, cursors: map[uint64][]*cursor{60: {{class: 60, seconds: 63}}}}
+	b.clock = newClock(nil, "k", b.period, b.horizonFor(63))
+	b.follow(60, 3600, 100)
+	if got, want := time.Duration(b.clock.horizon.Load()), 3600*time.Second+2*b.period; got != want {
+		t.Errorf("horizon %v, want %v", got, want)
+	}
+	b.follow(60, 600, 100)
+	if got, want := time.Duration(b.clock.horizon.Load()), 3600*time.Second+2*b.period; got != want {
+		t.Errorf("horizon %v after a shorter lease, want %v", got, want)
 	}
 }

@@ -30,10 +30,12 @@
 // Replicas append samples with a compare-and-swap on the key's revision, one
 // per sample period (10s, or the pass interval if shorter) while anything is
 // written and none while nothing is; samples are thinned as they age, each
-// gap at most its age over 64, so the key holds a few hundred samples (8 KB
-// at two days of writes, TestClockNeverEarly) whatever the longest TTL, and
-// dating an Event TTL old is late by at most TTL/64 beyond the sample
-// period.
+// gap at most its age over 64, and kept as far back as the longest lease a
+// replica's classes have or one of its passes has found (older Events are
+// dated by the oldest sample kept: later, never earlier), so the key holds a
+// few hundred samples (8 KB at two days of writes, TestClockNeverEarly)
+// whatever the longest TTL, and dating an Event TTL old is late by at most
+// TTL/64 beyond the sample period.
 //
 // The deadline used is the one etcd would have kept: writtenBy plus the TTL
 // etcd granted the Event's lease (TimeToLive's GrantedTTL: the TTL the

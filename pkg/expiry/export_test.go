@@ -13,7 +13,7 @@ import (
 
 func (b *Backstop) UseClock(client *clientv3.Client, s []Sample) {
 	b.client = client
-	b.clock = &clock{client: client, key: clockKey(b.config.Prefix), period: b.period, horizon: b.horizon(), now: time.Now}
+	b.clock = newClock(client, clockKey(b.config.Prefix), b.period, b.horizon())
 	ss := samples(s)
 	b.clock.current.Store(&ss)
 }
@@ -52,3 +52,6 @@ var (
 	RacesTotal      = racesTotal
 	LatenessSeconds = latenessSeconds
 )
+
+// Horizon is how old a sample the clock keeps now.
+func (b *Backstop) Horizon() time.Duration { return time.Duration(b.clock.horizon.Load()) }
