@@ -55,3 +55,6 @@ var (
 
 // Horizon is how old a sample the clock keeps now.
 func (b *Backstop) Horizon() time.Duration { return time.Duration(b.clock.horizon.Load()) }
+
+// ResetCursors sends every cursor back to revision 0, as after a start.
+func (b *Backstop) ResetCursors() { clear(b.cursors) }

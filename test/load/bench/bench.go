@@ -94,7 +94,7 @@ type Options struct {
 	// every etcd of the test bed has otherwise, to price them.
 	EtcdNoLeaseCheckpoints bool
 	// RestCPU, when set, is how long the store's server and etcd are
-	// watched at rest after the memory samples after restart
+	// watched at rest once the memory is sampled after the preload
 	// (workload.RestCPU): the CPU each uses a second, etcd's writes.
 	RestCPU time.Duration
 
@@ -458,6 +458,11 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		return r, err
 	}
 	_ = add(workload.MemoryMeasurements(loaded, valueBytes, empty, full, ""), nil)
+	if o.RestCPU > 0 {
+		if err := add(workload.RestCPU(ctx, t, d.etcd.ClientURL(), loaded, o.RestCPU, "")); err != nil {
+			return r, err
+		}
+	}
 
 	// Ready is not always serving (a watch cache still filling answers
 	// 429), nor is serving always ready (a server may answer LISTs from
@@ -513,11 +518,6 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		return r, err
 	}
 	_ = add(workload.MemoryMeasurements(loaded, valueBytes, empty, rested, " after restart"), nil)
-	if o.RestCPU > 0 {
-		if err := add(workload.RestCPU(ctx, t, d.etcd.ClientURL(), loaded, o.RestCPU, " after restart")); err != nil {
-			return r, err
-		}
-	}
 	return r, nil
 }
 

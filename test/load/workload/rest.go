@@ -17,7 +17,7 @@ import (
 const etcdProposalsMetric = "etcd_server_proposals_committed_total"
 
 // RestCPU measures a server and its etcd at rest for d, once its cache is
-// filled and its memory sampled: the CPU each uses a second (the server's
+// filled, its history capture settled and its memory sampled: the CPU each uses a second (the server's
 // own background work: bookmarks, progress requests, the TTL backstop's
 // passes and revision clock, history capture's progress), and what etcd
 // writes meanwhile, in revisions and in raft proposals a second (lease
