@@ -106,7 +106,7 @@ func list(names []string) string {
 var (
 	// eventFlags are the Events API's, beside the "etcd", "embedded
 	// etcd", "event storms" and "admission" flag sets.
-	eventFlags = []string{"event-ttl", "event-ttl-rule"}
+	eventFlags = []string{"event-ttl", "event-ttl-rule", "event-ttl-backstop-interval", "event-ttl-backstop-qps"}
 	// etcdTLSFlags reach an external etcd; the embedded one is reached
 	// without TLS, through a socket in --data-dir or on loopback.
 	etcdTLSFlags = []string{"etcd-cafile", "etcd-certfile", "etcd-keyfile"}

@@ -22,6 +22,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
 	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
 )
@@ -43,6 +44,8 @@ type Options struct {
 	EventTTL time.Duration
 	// EventTTLRules override EventTTL by kind of Event (--event-ttl-rule).
 	EventTTLRules []string
+	// Expiry is the TTL backstop's flags.
+	Expiry *expiry.Options
 
 	SecureServing *genericoptions.SecureServingOptionsWithLoopback
 	Etcd          *genericoptions.EtcdOptions
@@ -104,6 +107,7 @@ func NewOptions() *Options {
 	return &Options{
 		DataDir:       defaultDataDir,
 		EventTTL:      time.Hour,
+		Expiry:        expiry.NewOptions(),
 		SecureServing: serving.WithLoopback(),
 		Etcd:          etcd,
 		EmbeddedEtcd: EmbeddedEtcdOptions{
@@ -141,6 +145,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"source.component), all given keys must match. Repeat the flag for more rules (at most 16); the "+
 			"first that matches applies. Durations are whole seconds, at least 1s. "+
 			"E.g. --event-ttl-rule=type=Warning:24h --event-ttl-rule=reason=Pulled,reportingController=kubelet:10m.")
+	o.Expiry.AddFlags(fs)
 
 	fs.StringSliceVar(&o.SelfSignedCertDNSNames, "self-signed-cert-dns-names", o.SelfSignedCertDNSNames,
 		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
@@ -276,6 +281,7 @@ func (c *completedOptions) validateEvents() []error {
 	if c.EventTTL > 0 && c.EventTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--event-ttl must be at least 1s: etcd leases count whole seconds"))
 	}
+	errs = append(errs, c.Expiry.Validate()...)
 	if c.ttlErr != nil {
 		errs = append(errs, c.ttlErr)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/servingcert"
@@ -325,7 +326,7 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 	if p.etcdServers != nil {
 		etcd.StorageConfig.Transport.ServerList = p.etcdServers
 	}
-	if err := apiserver.ApplyStorageTo(serverConfig, &etcd, c.ttl, !c.embeddedEtcd); err != nil {
+	if err := apiserver.ApplyStorageTo(serverConfig, &etcd, c.ttl, !c.embeddedEtcd, expiry.New(c.Expiry.Config(c.ttl))); err != nil {
 		return nil, err
 	}
 	// The storm limiter is an admission plugin (admission.go); limits
