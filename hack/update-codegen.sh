@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy, conversion and OpenAPI code with k8s.io/code-generator
-# at the version go.mod pins. Generated files are committed; verify-codegen.sh
-# checks that they match.
+# Regenerates deepcopy, conversion and OpenAPI code, and the history group's
+# clientset, listers and informers, with k8s.io/code-generator at the version
+# go.mod pins. Generated files are committed; verify-codegen.sh checks that
+# they match.
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -45,14 +46,16 @@ rm -f "${REPO_ROOT}/pkg/apis/core/zz_generated.deepcopy.go"
 # emits code that does not compile. Event's metav1 fields are the same Go
 # types on both sides, so no metav1 conversion is needed.
 rm -f "${REPO_ROOT}/pkg/apis/core/v1/zz_generated.conversion.go" \
-    "${REPO_ROOT}/pkg/apis/events/v1/zz_generated.conversion.go"
+    "${REPO_ROOT}/pkg/apis/events/v1/zz_generated.conversion.go" \
+    "${REPO_ROOT}/pkg/apis/events/v1beta1/zz_generated.conversion.go"
 "${GOBIN}/conversion-gen" \
     --output-file zz_generated.conversion.go \
     --go-header-file "${BOILERPLATE}" \
     --base-peer-dirs "k8s.io/apimachinery/pkg/conversion,k8s.io/apimachinery/pkg/runtime" \
     --extra-peer-dirs "${MODULE}/pkg/apis/core/v1" \
     "${MODULE}/pkg/apis/core/v1" \
-    "${MODULE}/pkg/apis/events/v1"
+    "${MODULE}/pkg/apis/events/v1" \
+    "${MODULE}/pkg/apis/events/v1beta1"
 
 # The served types are k8s.io/api's, so their OpenAPI definitions are
 # generated from there (kube_codegen.sh adds the apimachinery packages).
@@ -68,3 +71,14 @@ kube::codegen::gen_openapi \
     --output-model-name-file zz_generated.model_name.go \
     ${UPDATE_API_KNOWN_VIOLATIONS:+"--update-report"} \
     "${REPO_ROOT}/pkg"
+
+# A typed clientset, listers and informers for history.eventapiserver.io, as
+# sample-apiserver ships for its group; the plugin and the tests use them.
+# eventrecords are read-only (+genclient:onlyVerbs=get,list,watch), so there
+# are no apply configurations: nothing could send one.
+kube::codegen::gen_client \
+    --with-watch \
+    --boilerplate "${BOILERPLATE}" \
+    --output-dir "${REPO_ROOT}/pkg/generated" \
+    --output-pkg "${MODULE}/pkg/generated" \
+    "${REPO_ROOT}/pkg/apis"

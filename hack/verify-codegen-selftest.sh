@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Proves hack/verify-codegen.sh catches drift: an unmodified copy of the tree
-# must pass it, and a copy with a hand edit of a generated file must fail its
-# comparison with that edit's diff. The checkout itself is never written to.
+# must pass it, and a copy with a hand edit of generated files (a
+# zz_generated file beside its types, and one under pkg/generated) must fail
+# its comparison with those edits' diffs. The checkout itself is never
+# written to.
 set -o errexit -o nounset -o pipefail
 
 # shellcheck source=lib/init.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
-EDITED_FILE="pkg/apis/core/zz_generated.deepcopy.go"
+EDITED_FILES=(pkg/apis/core/zz_generated.deepcopy.go pkg/generated/clientset/versioned/typed/history/v1alpha1/eventrecord.go)
 
 TMP_DIR="$(mktemp -d "${TMPDIR:-/tmp}/verify-codegen-selftest.XXXXXX")"
 cleanup() {
@@ -46,18 +48,23 @@ log "ok: the unmodified copy passed"
 
 EDITED="${TMP_DIR}/edited"
 copy_tree "${EDITED}"
-[[ -f "${EDITED}/${EDITED_FILE}" ]] || fail "${EDITED_FILE} is missing from the copy"
-echo "// a hand edit that update-codegen.sh would not produce" >>"${EDITED}/${EDITED_FILE}"
+EDIT="// a hand edit that update-codegen.sh would not produce"
+for f in "${EDITED_FILES[@]}"; do
+    [[ -f "${EDITED}/${f}" ]] || fail "${f} is missing from the copy"
+    echo "${EDIT}" >>"${EDITED}/${f}"
+done
 # shellcheck source=lib/codegen.sh
 source "${REPO_ROOT}/hack/lib/codegen.sh"
 if codegen::diff "${EDITED}" "${GENERATED}" checkout >"${TMP_DIR}/edited.log"; then
-    fail "verify-codegen.sh's comparison passed after a hand edit of ${EDITED_FILE}"
+    fail "verify-codegen.sh's comparison passed after hand edits of ${EDITED_FILES[*]}"
 fi
-# It must fail for the edit, not for some other reason.
-grep -q -- "^+++ generated/${EDITED_FILE}" "${TMP_DIR}/edited.log" \
-    || { cat "${TMP_DIR}/edited.log" >&2; fail "the comparison failed without a diff of ${EDITED_FILE}"; }
-grep -q -- "^-// a hand edit that update-codegen.sh would not produce" "${TMP_DIR}/edited.log" \
-    || { cat "${TMP_DIR}/edited.log" >&2; fail "the diff does not show the hand edit"; }
-[[ "$(grep -c '^+++ generated/' "${TMP_DIR}/edited.log")" == 1 ]] \
-    || { cat "${TMP_DIR}/edited.log" >&2; fail "the comparison reported files other than ${EDITED_FILE}"; }
-log "ok: the edited copy failed with a diff of ${EDITED_FILE}"
+# It must fail for the edits, not for some other reason.
+for f in "${EDITED_FILES[@]}"; do
+    grep -q -- "^+++ generated/${f}" "${TMP_DIR}/edited.log" \
+        || { cat "${TMP_DIR}/edited.log" >&2; fail "the comparison failed without a diff of ${f}"; }
+done
+[[ "$(grep -c -- "^-${EDIT}" "${TMP_DIR}/edited.log")" == "${#EDITED_FILES[@]}" ]] \
+    || { cat "${TMP_DIR}/edited.log" >&2; fail "the diff does not show each hand edit"; }
+[[ "$(grep -c '^+++ generated/' "${TMP_DIR}/edited.log")" == "${#EDITED_FILES[@]}" ]] \
+    || { cat "${TMP_DIR}/edited.log" >&2; fail "the comparison reported files other than ${EDITED_FILES[*]}"; }
+log "ok: the edited copy failed with a diff of each of ${EDITED_FILES[*]}"

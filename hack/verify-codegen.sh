@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fails when the committed generated code (zz_generated.*.go,
-# pkg/generated/openapi, hack/api-rules-violations.list) differs from what
+# Fails when the committed generated code (zz_generated.*.go, pkg/generated:
+# OpenAPI definitions and the history clientset, listers and informers;
+# hack/api-rules-violations.list) differs from what
 # hack/update-codegen.sh produces. The generator runs in a copy of the tree so
 # that the checkout, which others may be editing, is never written to.
 # Needs no network beyond the Go module proxy.

@@ -34,7 +34,8 @@ type ServerOptions struct {
 	// that a caller can read etcd directly.
 	EmbeddedEtcdPort int
 	// EmbeddedEtcdProgressNotifyInterval is
-	// --embedded-etcd-progress-notify-interval when non-zero.
+	// --embedded-etcd-progress-notify-interval when non-zero and the etcd
+	// is embedded (the server refuses it with EtcdServers).
 	EmbeddedEtcdProgressNotifyInterval time.Duration
 	// EventTTL is --event-ttl when non-zero.
 	EventTTL time.Duration
@@ -124,7 +125,7 @@ func newServer(o ServerOptions, attempt int) (*Server, error) {
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(s.Port),
 	}
-	if o.EmbeddedEtcdProgressNotifyInterval != 0 {
+	if o.EmbeddedEtcdProgressNotifyInterval != 0 && o.EtcdServers == "" {
 		args = append(args, "--embedded-etcd-progress-notify-interval="+o.EmbeddedEtcdProgressNotifyInterval.String())
 	}
 	if o.ServingCertFile != "" {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -19,6 +20,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	eventstorage "github.com/eventapiserver/event-apiserver/pkg/registry/event/storage"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
@@ -34,9 +36,12 @@ type ExtraConfig struct {
 	TTL *ttl.Rules
 	// History, when set, keeps Event versions beyond the TTL.
 	History *HistoryConfig
-	// HistoryOnly serves History alone, with no Events API and no etcd:
-	// the history-only server, capturing from kube-apiserver.
-	HistoryOnly bool
+	// Mode says which APIs New installs: HistoryOnly serves History alone,
+	// with no Events API and no etcd.
+	Mode Mode
+	// EventMetrics counts the Events the Events API stores; nil counts
+	// nothing. (History-only, capture counts them: capture.KubernetesConfig.)
+	EventMetrics *eventmetrics.Counter
 }
 
 type Config struct {
@@ -74,7 +79,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		return nil, err
 	}
 
-	if c.ExtraConfig.HistoryOnly {
+	if !c.ExtraConfig.Mode.ServesEvents() {
 		if c.ExtraConfig.History == nil {
 			return nil, fmt.Errorf("a history-only server needs a history store")
 		}
@@ -84,7 +89,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		return &EventServer{GenericAPIServer: genericServer}, nil
 	}
 
-	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL)
+	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL, c.ExtraConfig.EventMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("creating Event storage: %w", err)
 	}
@@ -102,15 +107,21 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	}
 
 	eventsGroup := genericapiserver.NewDefaultAPIGroupInfo(events.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	// The scheme also knows v1beta1, to decode bodies as kube-apiserver
+	// does (kinds.go); it is not served.
+	eventsGroup.PrioritizedVersions = []schema.GroupVersion{eventsv1.SchemeGroupVersion}
 	eventsGroup.VersionedResourcesStorageMap[eventsv1.SchemeGroupVersion.Version] = storage
 	if err := genericServer.InstallAPIGroup(&eventsGroup); err != nil {
 		return nil, fmt.Errorf("installing events.k8s.io/v1: %w", err)
 	}
 
 	if c.ExtraConfig.History != nil {
-		if err := installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false); err != nil {
-			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
-		}
+		err = installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false)
+	} else {
+		err = installHistoryOff(genericServer)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
 	}
 
 	// Unlike poststarthook/storage-readiness below, which gives up waiting

@@ -2,15 +2,16 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
@@ -21,18 +22,18 @@ import (
 	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 )
 
-// HistoryConfig turns on Event history: capture from etcd or from
-// kube-apiserver into Store, and the read-only history.eventapiserver.io API
-// over it.
+// HistoryConfig turns on Event history: capture from its sources into
+// Store, and the read-only history.eventapiserver.io API over it.
 type HistoryConfig struct {
 	Store history.Store
-	// EtcdClient is capture's own client to the events etcd; closed with
-	// the server, as is Store.
-	EtcdClient *clientv3.Client
-	// KubeClient, in place of EtcdClient, captures Events from
-	// kube-apiserver's API (the history-only server).
-	KubeClient kubernetes.Interface
-	// Capture's Client, Store and Decoder are filled by the server.
+	// Sources are what capture reads Events from (the events etcd, or
+	// kube-apiserver's API for the history-only server): one capture each,
+	// with a queue of its own, so that none holds up another, all into
+	// Store. Their names are unique. A source that implements io.Closer is
+	// closed with the server once its capture stopped, as is Store.
+	Sources []capture.Source
+	// Capture tunes each source's queue and writer; its Store and Decoder
+	// are filled by the server.
 	Capture   capture.Config
 	Retention history.Retention
 	// Feed tunes the eventrecords watch; zero values take its defaults.
@@ -42,6 +43,8 @@ type HistoryConfig struct {
 // installHistory serves history.eventapiserver.io and starts capture and
 // retention after the server starts. Neither is a readiness or liveness
 // check: the Events API never waits for history (see history.RegisterMetrics).
+// The one exception is a store whose schema a newer server migrated
+// (history.SchemaCheck): a replica left behind by a rolling upgrade.
 //
 // With ready, capture's readiness (its store answers, its starting point is
 // stored) is a /readyz check: the history-only server serves nothing else.
@@ -55,6 +58,21 @@ type HistoryConfig struct {
 // keeps until a compaction, and relists if etcd compacted past it.
 func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration, ready bool) error {
 	decoder := Codecs.UniversalDecoder(core.SchemeGroupVersion)
+	captureConfig := c.Capture
+	captureConfig.Store = c.Store
+	captureConfig.Decoder = decoder
+	captures := make([]*capture.Capture, 0, len(c.Sources))
+	names := sets.New[string]()
+	for _, source := range c.Sources {
+		// The name is the metrics' source label: two sources under one
+		// name would write one series.
+		if name := source.Name(); name == "" || names.Has(name) {
+			return fmt.Errorf("history capture sources need unique names, not %q", name)
+		}
+		names.Insert(source.Name())
+		captures = append(captures, capture.New(source, captureConfig))
+	}
+
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed),
@@ -62,15 +80,11 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return err
 	}
-
-	captureConfig := c.Capture
-	captureConfig.Client = c.EtcdClient
-	captureConfig.Kubernetes = c.KubeClient
-	captureConfig.Store = c.Store
-	captureConfig.Decoder = decoder
-	capturer := capture.New(captureConfig)
+	if err := server.AddReadyzChecks(history.SchemaCheck(c.Store)); err != nil {
+		return err
+	}
 	if ready {
-		if err := server.AddReadyzChecks(capturer.ReadyzCheck()); err != nil {
+		if err := server.AddReadyzChecks(capture.ReadyzCheck(captures...)); err != nil {
 			return err
 		}
 	}
@@ -80,18 +94,20 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 			ctx, cancel := context.WithCancel(hookCtx)
 			defer cancel()
 			var wg sync.WaitGroup
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				if waitFor(ctx, cacheReady, cacheWait) {
-					capturer.Run(ctx)
-				}
-			}()
+			wg.Add(1)
 			go func() { defer wg.Done(); c.Retention.Run(ctx, c.Store) }()
+			if waitFor(ctx, cacheReady, cacheWait) {
+				for _, capturer := range captures {
+					wg.Add(1)
+					go func() { defer wg.Done(); capturer.Run(ctx) }()
+				}
+			}
 			wg.Wait()
-			if c.EtcdClient != nil {
-				if err := c.EtcdClient.Close(); err != nil {
-					klog.ErrorS(err, "Closing the history capture's etcd client")
+			for _, source := range c.Sources {
+				if closer, ok := source.(io.Closer); ok {
+					if err := closer.Close(); err != nil {
+						klog.ErrorS(err, "Closing a history capture source", "source", source.Name())
+					}
 				}
 			}
 			if err := c.Store.Close(); err != nil {
@@ -100,6 +116,16 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 		}()
 		return nil
 	})
+}
+
+// installHistoryOff serves history.eventapiserver.io while history is off,
+// every request answered with how to turn it on (historyregistry.Off).
+func installHistoryOff(server *genericapiserver.GenericAPIServer) error {
+	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"eventrecords": historyregistry.Off{},
+	}
+	return server.InstallAPIGroup(&group)
 }
 
 // waitFor polls ready until it holds or limit passes, and reports whether to

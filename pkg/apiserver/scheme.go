@@ -11,13 +11,15 @@ import (
 	eventsinstall "github.com/eventapiserver/event-apiserver/pkg/apis/events/install"
 	historyinstall "github.com/eventapiserver/event-apiserver/pkg/apis/history/install"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
-	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 )
 
 var (
-	// Scheme knows the internal Event and both served versions. Core is
-	// installed first so that the internal Event's first kind is core's, which
-	// is the kind kube-apiserver names in Invalid errors for both groups.
+	// Scheme knows the internal Event and both served versions, history's
+	// EventRecord, and every other kind kube-apiserver's scheme knows, so
+	// that a body of another kind is refused as kube-apiserver refuses it
+	// (kinds.go). Core is installed first so that the internal Event's first
+	// kind is core's, which is the kind kube-apiserver names in Invalid
+	// errors for both groups.
 	Scheme = runtime.NewScheme()
 	Codecs = serializer.NewCodecFactory(Scheme)
 )
@@ -25,9 +27,9 @@ var (
 func init() {
 	coreinstall.Install(Scheme)
 	eventsinstall.Install(Scheme)
-	utilruntime.Must(fieldselectors.AddFieldLabelConversions(Scheme))
 	historyinstall.Install(Scheme)
-	utilruntime.Must(historyregistry.AddFieldLabelConversions(Scheme))
+	utilruntime.Must(fieldselectors.AddFieldLabelConversions(Scheme))
+	utilruntime.Must(addKubeKinds(Scheme))
 
 	// The meta types every API server needs for list options, status and discovery.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})

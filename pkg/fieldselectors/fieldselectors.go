@@ -7,7 +7,10 @@
 // does), and coreV1Labels and eventsV1Labels say which label each served
 // version accepts and which internal field it means. Exposing an existing
 // field under a new label is one line in a version table; a new field is one
-// line in internalFields plus one line per version that offers it.
+// line in internalFields plus one line per version that offers it. tables
+// binds each to the resource that serves it (history's EventRecords take
+// the events.k8s.io/v1 labels and their time window), and is the one
+// definition of which labels have a set form (setselector.go).
 //
 // Absent values are empty strings, as in kube-apiserver: an Event without
 // Related is selected by `related.name=` and by `related.name!=x`, like a
@@ -17,6 +20,7 @@ package fieldselectors
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
@@ -188,6 +193,67 @@ var byLabel = func() map[string]*field {
 	return m
 }()
 
+// A table is the field selector vocabulary of one served resource: the
+// labels its kind's field label conversion accepts, and with that which
+// requests the set grammar serves (setselector.go).
+type table struct {
+	resource schema.GroupVersionResource
+	kind     schema.GroupVersionKind
+	// fields maps each field label to the internal field it means. Every
+	// field label has a set form: `label in (...)`, `label notin (...)`.
+	fields map[string]string
+	// window lists the labels the resource reads itself (history's time
+	// window): `=` only, passed through conversion unchanged, no set form.
+	window []string
+	// own lists labels that no Event field here means, which the resource
+	// answers itself (history's own columns): `=` and `!=`, passed through
+	// conversion unchanged, no set form.
+	own []string
+}
+
+// tables is every resource with field selectors, one entry each.
+var tables = []*table{
+	{resource: corev1.SchemeGroupVersion.WithResource("events"), kind: corev1.SchemeGroupVersion.WithKind("Event"), fields: coreV1Labels},
+	{resource: eventsv1.SchemeGroupVersion.WithResource("events"), kind: eventsv1.SchemeGroupVersion.WithKind("Event"), fields: eventsV1Labels},
+	eventRecords,
+}
+
+// setForm reports whether the set grammar serves `label in (...)`.
+func (t *table) setForm(label string) bool {
+	_, ok := t.fields[label]
+	return ok
+}
+
+// plainForm reports whether the resource accepts `label=value`.
+func (t *table) plainForm(label string) bool {
+	return t.setForm(label) || slices.Contains(t.window, label) || slices.Contains(t.own, label)
+}
+
+// tableFor returns the table of a resource, or nil.
+func tableFor(resource schema.GroupVersionResource) *table {
+	for _, t := range tables {
+		if t.resource == resource {
+			return t
+		}
+	}
+	return nil
+}
+
+// Labels returns the labels a resource accepts in field selectors: those
+// with a set form, and those with `=` only. Tests generate their cases from
+// it, so that a new label cannot miss its case.
+func Labels(resource schema.GroupVersionResource) (sets, plainOnly []string) {
+	t := tableFor(resource)
+	if t == nil {
+		return nil, nil
+	}
+	for label := range t.fields {
+		sets = append(sets, label)
+	}
+	slices.Sort(sets)
+	return sets, append(slices.Clone(t.window), t.own...)
+}
+
 // eventSource is kube-apiserver's `source`: the legacy Source.Component, or
 // for events.k8s.io-style Events that have none, the reporting controller.
 func eventSource(e *core.Event) string {
@@ -197,36 +263,37 @@ func eventSource(e *core.Event) string {
 	return e.ReportingController
 }
 
-// AddFieldLabelConversions registers, for both external Event kinds, the
-// conversion of their field labels to the internal vocabulary. Labels a
-// version does not offer fail with kube-apiserver's message, which the
-// handler turns into a 400.
+// AddFieldLabelConversions registers, for every kind with field selectors
+// (both Event kinds and history's EventRecord), the conversion of its field
+// labels to the internal vocabulary. Labels a resource does not offer fail
+// with kube-apiserver's message, which the handler turns into a 400.
 func AddFieldLabelConversions(scheme *runtime.Scheme) error {
-	for obj, table := range map[runtime.Object]map[string]string{
-		&corev1.Event{}:   coreV1Labels,
-		&eventsv1.Event{}: eventsV1Labels,
-	} {
-		kinds, _, err := scheme.ObjectKinds(obj)
-		if err != nil {
-			return err
-		}
-		for label, internal := range table {
+	for _, t := range tables {
+		for label, internal := range t.fields {
 			if byLabel[internal] == nil {
-				return fmt.Errorf("%v field label %q maps to unknown internal field %q", kinds[0], label, internal)
+				return fmt.Errorf("%v field label %q maps to unknown internal field %q", t.kind, label, internal)
 			}
 		}
-		if err := scheme.AddFieldLabelConversionFunc(kinds[0], func(label, value string) (string, string, error) {
-			base, set := splitSetLabel(label)
-			internal, ok := table[base]
-			if !ok {
-				return "", "", fmt.Errorf("field label not supported: %s", LabelAsSent(label))
-			}
-			return internal + set, value, nil
-		}); err != nil {
+		if err := scheme.AddFieldLabelConversionFunc(t.kind, t.convert); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// convert is a table's field label conversion. A set requirement keeps its
+// operator in the label (setselector.go); the error names the label as the
+// client spelled it.
+func (t *table) convert(label, value string) (string, string, error) {
+	if slices.Contains(t.window, label) || slices.Contains(t.own, label) {
+		return label, value, nil
+	}
+	base, set := splitSetLabel(label)
+	internal, ok := t.fields[base]
+	if !ok {
+		return "", "", fmt.Errorf("field label not supported: %s", labelAsSent(label))
+	}
+	return internal + set, value, nil
 }
 
 // SelectableFields returns the plain internal fields of an Event: kube-apiserver's

@@ -1,23 +1,42 @@
 package fieldselectors
 
-// EventsV1Label returns the internal field an events.k8s.io/v1 field label
-// means, so that other resources showing Events (history's EventRecords)
-// accept exactly the labels events.k8s.io/v1 does.
-func EventsV1Label(label string) (string, bool) {
-	base, set := splitSetLabel(label)
-	internal, ok := eventsV1Labels[base]
-	return internal + set, ok
+import (
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+)
+
+// History's time window is two pseudo field labels, so that plain kubectl
+// carries it: --field-selector regarding.uid=U,since=168h. They are no
+// Event field: history reads them itself, `=` only, and they have no set
+// form.
+const (
+	Since = "since"
+	Until = "until"
+)
+
+// eventRecords is history's EventRecords: exactly the labels
+// events.k8s.io/v1 accepts, spelled and answered as there, the window, and
+// the labels of history's own columns (history.Columns, Own).
+var eventRecords = &table{
+	resource: historyv1alpha1.SchemeGroupVersion.WithResource("eventrecords"),
+	kind:     historyv1alpha1.SchemeGroupVersion.WithKind("EventRecord"),
+	fields:   eventsV1Labels,
+	window:   []string{Since, Until},
+	own:      historyOwn(),
+}
+
+func historyOwn() []string {
+	var own []string
+	for _, c := range history.Columns {
+		if c.Own {
+			own = append(own, c.Field)
+		}
+	}
+	return own
 }
 
 // PlainFields returns the plain internal fields a requirement on the internal
-// label reads: the label itself, or the parts of an OR field.
-func PlainFields(label string) []string {
-	return consults(label)
-}
-
-// FieldLabel returns the field label a requirement's label names, without
-// the operator a set-based requirement carries in it (see setselector.go).
-func FieldLabel(label string) string {
-	base, _ := splitSetLabel(label)
-	return base
+// field reads: the field itself, or the parts of an OR field.
+func PlainFields(field string) []string {
+	return consults(field)
 }

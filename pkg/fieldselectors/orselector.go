@@ -25,6 +25,9 @@ import (
 // field equals the value (an absent field is ""), `!=` when it does not.
 type eventSelector struct {
 	requirements fields.Requirements
+	// read is requirements as Read reads them, once per selector rather
+	// than once per Event matched.
+	read []Requirement
 }
 
 // wrapSelector wraps a selector with requirements; an empty or nil one is
@@ -36,7 +39,15 @@ func wrapSelector(s fields.Selector) fields.Selector {
 	if _, ok := s.(*eventSelector); ok {
 		return s
 	}
-	return &eventSelector{requirements: s.Requirements()}
+	return newEventSelector(s.Requirements())
+}
+
+func newEventSelector(requirements fields.Requirements) *eventSelector {
+	s := &eventSelector{requirements: requirements, read: make([]Requirement, 0, len(requirements))}
+	for _, r := range requirements {
+		s.read = append(s.read, read(r))
+	}
+	return s
 }
 
 // consults returns the plain labels a requirement on label reads.
@@ -61,12 +72,12 @@ func get(set fields.Fields, event *core.Event, label string) string {
 
 func (s *eventSelector) Matches(set fields.Fields) bool {
 	event := eventIn(set)
-	for _, r := range s.requirements {
+	for i, r := range s.requirements {
 		if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals && r.Operator != selection.NotEquals {
 			// Field selectors have no other operator; refuse rather than guess.
 			return false
 		}
-		req := ReadRequirement(r)
+		req := s.read[i]
 		found := false
 		for _, label := range consults(req.Field) {
 			value := get(set, event, label)
@@ -131,11 +142,7 @@ func (s *eventSelector) Transform(fn fields.TransformFunc) (fields.Selector, err
 		if label == "" && value == "" {
 			continue
 		}
-		if r.Operator == selection.NotEquals {
-			terms = append(terms, fields.OneTermNotEqualSelector(label, value))
-		} else {
-			terms = append(terms, fields.OneTermEqualSelector(label, value))
-		}
+		terms = append(terms, term(label, value, r.Operator == selection.NotEquals))
 	}
 	return wrapSelector(fields.AndSelectors(terms...)), nil
 }
@@ -157,5 +164,5 @@ func (s *eventSelector) String() string {
 }
 
 func (s *eventSelector) DeepCopySelector() fields.Selector {
-	return &eventSelector{requirements: s.Requirements()}
+	return newEventSelector(s.Requirements())
 }

@@ -1,12 +1,13 @@
 package fieldselectors
 
 import (
+	"context"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -24,22 +25,30 @@ import (
 //   - escaping: a set-based selector is parsed with labels.Parse, so the
 //     values of a set are label values (63 characters of [A-Za-z0-9_.-]),
 //     exactly as in label selectors; a value that is not one cannot be in a
-//     set, and a selector that labels.Parse refuses is left as it came, so
-//     kube-apiserver's own parser refuses it with kube-apiserver's own 400,
-//     byte for byte. Values outside that syntax keep `=`/`!=`.
+//     set. Values outside that syntax keep `=`/`!=`.
+//   - what is served: a selector is rewritten only when the set grammar
+//     serves all of it: labels.Parse reads it, every requirement is `in`,
+//     `notin`, `=`, `==` or `!=`, every set is over a label with a set form
+//     and every other requirement over a label the resource accepts (the
+//     resource's table, fieldselectors.go). Anything else (a set over an
+//     unknown label, over history's since and until, an exists or `>`
+//     requirement, a malformed set) is left as it came, so kube-apiserver's
+//     own parser refuses it with kube-apiserver's own 400, byte for byte:
+//     `invalid selector: 'color in (red)'; can't understand 'color in
+//     (red)'`.
 //   - cost: every `in` over an indexed field is answered from index
-//     buckets, one per value. The Events registry indexes the references'
-//     uids and names (their OR fields' buckets serve involvedObject.*,
-//     related.* and the OR labels) and the reporter
-//     (reportingComponent/reportingController): registry/event/storage
-//     listSetByIndex lists each value's bucket and merges them, a reporter's
-//     only for a list across namespaces, where the alternative is a scan of
-//     the cache (within a namespace, one scan of the namespace costs less
-//     than a lookup per value: fieldselectors.WithinNamespace). History
-//     answers `in` with one IN (...) on its columns' indexes (uids and
-//     names; namespace and time). reason, type and the other fields are
-//     indexed by neither, so a set over them costs what `=` over them costs
-//     in kube-apiserver: one pass over the list's scope, each Event matched
+//     buckets, one per value, up to maxSetLookups values (IndexedSet). The
+//     Events registry indexes the references' uids and names (their OR
+//     fields' buckets serve involvedObject.*, related.* and the OR labels)
+//     and the reporter (reportingComponent/reportingController):
+//     registry/event/storage lists each value's bucket and merges them, a
+//     reporter's only for a list across namespaces, where the alternative is
+//     a scan of the cache (within a namespace, one scan of the namespace
+//     costs less than a lookup per value: WithinNamespace). History answers
+//     `in` with one IN (...) on its columns' indexes (uids and names;
+//     namespace and time). reason, type and the other fields are indexed by
+//     neither, so a set over them costs what `=` over them costs in
+//     kube-apiserver: one pass over the list's scope, each Event matched
 //     once against the set (when an `=` or `in` on an indexed field sits
 //     beside it, that field's buckets are the scope).
 //   - `notin` is never answered from an index, and cannot be for less: its
@@ -65,43 +74,72 @@ import (
 //     (`reason:in=x`) gets kube-apiserver's 400 for an unknown label
 //     (clientLabelMark).
 //
-// The rewrite happens before the handler decodes the options: each set
-// requirement becomes a one-term field requirement whose label carries the
-// operator (inSuffix, notInSuffix) and whose value is the set joined by
-// commas (label values hold none). Label conversions keep the suffix;
-// eventSelector and history's store query read it back.
+// A request's selector is resolved once, before the handler chain
+// (WithSetSelectors), and the handlers' decoding is given its rewrite
+// (WithResolvedSelectors): each set requirement becomes a one-term field
+// requirement whose label carries the operator (inSuffix, notInSuffix) and
+// whose value is the set joined by commas (label values hold none). Label
+// conversions keep the suffix; Read turns a converted selector into the
+// Requirements that the Events registry, its indexes and history's store
+// query all read.
 const (
 	inSuffix    = ":in"
 	notInSuffix = ":notin"
 	// clientLabelMark marks a label a client spelled with one of the
 	// suffixes (or with the mark itself) in a plain field selector: such a
 	// label is no field, and its conversion fails with kube-apiserver's
-	// "field label not supported: <label as sent>" (LabelAsSent). Marking
+	// "field label not supported: <label as sent>" (labelAsSent). Marking
 	// every such label, the mark included, keeps each client label apart
 	// from the internal ones whatever it spells.
 	clientLabelMark = ":sent"
 )
 
-// WithSetSelectors rewrites set-based fieldSelectors for the handlers that
-// follow; any other request passes unchanged.
-func WithSetSelectors(handler http.Handler) http.Handler {
+// resolution is a request's field selector as resolved: the query the
+// handlers decode, and the RequestInfo of the request.
+type resolution struct {
+	query string
+	info  *apirequest.RequestInfo
+	err   error
+}
+
+type resolutionKey struct{}
+
+// WithSetSelectors resolves the field selector of a list or watch of a
+// resource with field selectors (tables), once per request, before the
+// handler chain: WithRequestInfo's resolver (RequestInfoResolver) and the
+// handlers' decoding (WithResolvedSelectors) both take the result from the
+// request's context. resolver resolves the resource from the path (the
+// chain's own, c.RequestInfoResolver). The request itself stays as sent,
+// so the audit log records the selector the client sent.
+func WithSetSelectors(chain http.Handler, resolver apirequest.RequestInfoResolver) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if query, ok := rewriteQuery(req.URL); ok {
-			req.URL.RawQuery = query
+		if r := resolve(req, resolver); r != nil {
+			req = req.WithContext(context.WithValue(req.Context(), resolutionKey{}, r))
+		}
+		chain.ServeHTTP(w, req)
+	})
+}
+
+// WithResolvedSelectors gives the handlers the field selector as resolved
+// by WithSetSelectors; any other request passes unchanged.
+func WithResolvedSelectors(handler http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r, ok := req.Context().Value(resolutionKey{}).(*resolution); ok {
+			req = withQuery(req, r.query)
 		}
 		handler.ServeHTTP(w, req)
 	})
 }
 
-// RequestInfoResolver resolves a request's RequestInfo from the query that
-// WithSetSelectors gives the handlers. The resolver runs first in the
-// chain and decodes the list options with kube-apiserver's field selector
-// grammar: on the set form as sent it logs "Couldn't parse request" at
-// error level for a valid request, and drops a metadata.name requirement
-// beside the set, which authorization reads (a list or watch of one name
-// is authorized by RBAC resourceNames, as on kube-apiserver). The field
-// selector that authorizers are shown stays the one sent: the internal
-// labels never leave the server.
+// RequestInfoResolver resolves the RequestInfo of a request whose selector
+// WithSetSelectors rewrote from the rewrite, and any other with resolver.
+// kube's resolver decodes the list options with kube-apiserver's field
+// selector grammar: on the set form as sent it logs "Couldn't parse
+// request" at error level for a valid request, and drops a metadata.name
+// requirement beside the set, which authorization reads (a list or watch of
+// one name is authorized by RBAC resourceNames, as on kube-apiserver). The
+// field selector that authorizers are shown stays the one sent: the
+// internal labels never leave the server.
 func RequestInfoResolver(resolver apirequest.RequestInfoResolver) apirequest.RequestInfoResolver {
 	return setSelectorRequestInfo{resolver}
 }
@@ -111,55 +149,81 @@ type setSelectorRequestInfo struct {
 }
 
 func (r setSelectorRequestInfo) NewRequestInfo(req *http.Request) (*apirequest.RequestInfo, error) {
-	query, ok := rewriteQuery(req.URL)
-	if !ok {
-		return r.RequestInfoResolver.NewRequestInfo(req)
+	if resolved, ok := req.Context().Value(resolutionKey{}).(*resolution); ok {
+		return resolved.info, resolved.err
 	}
-	// A copy: the audit and the handlers see the request as sent until
-	// WithSetSelectors, inside the chain, rewrites it.
-	rewritten := *req.URL
-	rewritten.RawQuery = query
-	copied := req.WithContext(req.Context())
-	copied.URL = &rewritten
-	info, err := r.RequestInfoResolver.NewRequestInfo(copied)
-	if info != nil && info.FieldSelector != "" {
-		info.FieldSelector = req.URL.Query().Get("fieldSelector")
-	}
-	return info, err
+	return r.RequestInfoResolver.NewRequestInfo(req)
 }
 
-// rewriteQuery is the query with its fieldSelector rewritten; ok is false
-// when it needs no rewrite.
-func rewriteQuery(u *url.URL) (string, bool) {
-	if !strings.Contains(u.RawQuery, "fieldSelector") {
-		return "", false
+// resolve resolves a request's field selector; nil when the handlers are to
+// decode it as sent.
+func resolve(req *http.Request, resolver apirequest.RequestInfoResolver) *resolution {
+	if !strings.Contains(req.URL.RawQuery, "fieldSelector") {
+		return nil
 	}
-	query := u.Query()
+	query := req.URL.Query()
 	values := query["fieldSelector"]
-	if len(values) != 1 {
-		return "", false
+	// A selector without a set or a colon is kube-apiserver's grammar
+	// alone: nothing to resolve, at no cost.
+	if len(values) != 1 || !strings.ContainsAny(values[0], "(:") {
+		return nil
 	}
-	rewritten, ok := RewriteSetSelector(values[0])
-	if !ok {
-		rewritten, ok = markClientLabels(values[0])
+	sent := values[0]
+	// The resource, from the path: without the selector, which kube's
+	// resolver would log as unparseable.
+	query.Del("fieldSelector")
+	info, err := resolver.NewRequestInfo(withQuery(req, query.Encode()))
+	if err != nil || !info.IsResourceRequest || info.Subresource != "" || info.Name != "" {
+		return nil
 	}
+	t := tableFor(schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource})
+	if t == nil {
+		return nil
+	}
+	rewritten, ok := t.rewrite(sent)
 	if !ok {
-		return "", false
+		return nil
 	}
 	query.Set("fieldSelector", rewritten)
-	return query.Encode(), true
+	r := &resolution{query: query.Encode()}
+	r.info, r.err = resolver.NewRequestInfo(withQuery(req, r.query))
+	if r.info != nil && r.info.FieldSelector != "" {
+		r.info.FieldSelector = sent
+	}
+	return r
 }
 
-// RewriteSetSelector encodes a selector with set requirements in the field
-// selector grammar; ok is false when it has none or is not a valid
-// label-syntax selector with only =, ==, !=, in and notin.
-func RewriteSetSelector(selector string) (string, bool) {
-	if !strings.Contains(selector, "(") {
-		return selector, false
+// withQuery is a shallow copy of req with another query.
+func withQuery(req *http.Request, query string) *http.Request {
+	u := *req.URL
+	u.RawQuery = query
+	copied := req.WithContext(req.Context())
+	copied.URL = &u
+	return copied
+}
+
+// rewrite is a selector in the field selector grammar with its sets
+// encoded and a client's spelling of the encoding marked; ok is false when
+// the handlers are to read it as sent.
+func (t *table) rewrite(selector string) (string, bool) {
+	if strings.Contains(selector, "(") {
+		if rewritten, ok := t.rewriteSets(selector); ok {
+			return rewritten, true
+		}
 	}
+	if strings.Contains(selector, ":") {
+		return markClientLabels(selector)
+	}
+	return "", false
+}
+
+// rewriteSets encodes a selector with set requirements in the field
+// selector grammar; ok is false when it has none or when the set grammar
+// does not serve all of it (see the top of this file).
+func (t *table) rewriteSets(selector string) (string, bool) {
 	parsed, err := labels.Parse(selector)
 	if err != nil {
-		return selector, false
+		return "", false
 	}
 	requirements, _ := parsed.Requirements()
 	terms := make([]string, 0, len(requirements))
@@ -167,22 +231,23 @@ func RewriteSetSelector(selector string) (string, bool) {
 	for _, r := range requirements {
 		values := r.ValuesUnsorted()
 		switch r.Operator() {
-		case selection.In:
+		case selection.In, selection.NotIn:
+			if !t.setForm(r.Key()) {
+				return "", false
+			}
 			sets++
-			terms = append(terms, r.Key()+inSuffix+"="+fields.EscapeValue(strings.Join(values, ",")))
-		case selection.NotIn:
-			sets++
-			terms = append(terms, r.Key()+notInSuffix+"="+fields.EscapeValue(strings.Join(values, ",")))
-		case selection.Equals, selection.DoubleEquals:
-			terms = append(terms, r.Key()+"="+fields.EscapeValue(values[0]))
-		case selection.NotEquals:
-			terms = append(terms, r.Key()+"!="+fields.EscapeValue(values[0]))
+			terms = append(terms, encode(Requirement{Field: r.Key(), Values: values, Not: r.Operator() == selection.NotIn, Set: true}).String())
+		case selection.Equals, selection.DoubleEquals, selection.NotEquals:
+			if !t.plainForm(r.Key()) {
+				return "", false
+			}
+			terms = append(terms, encode(Requirement{Field: r.Key(), Values: values, Not: r.Operator() == selection.NotEquals}).String())
 		default:
-			return selector, false
+			return "", false
 		}
 	}
 	if sets == 0 {
-		return selector, false
+		return "", false
 	}
 	return strings.Join(terms, ","), true
 }
@@ -191,12 +256,9 @@ func RewriteSetSelector(selector string) (string, bool) {
 // with a set suffix or the mark; ok is false when there are none, or when
 // the selector does not parse (the handler then refuses it as it comes).
 func markClientLabels(selector string) (string, bool) {
-	if !strings.Contains(selector, ":") {
-		return selector, false
-	}
 	parsed, err := fields.ParseSelector(selector)
 	if err != nil {
-		return selector, false
+		return "", false
 	}
 	marked := false
 	terms := []fields.Selector{}
@@ -209,21 +271,17 @@ func markClientLabels(selector string) (string, bool) {
 				break
 			}
 		}
-		if r.Operator == selection.NotEquals {
-			terms = append(terms, fields.OneTermNotEqualSelector(label, r.Value))
-		} else {
-			terms = append(terms, fields.OneTermEqualSelector(label, r.Value))
-		}
+		terms = append(terms, term(label, r.Value, r.Operator == selection.NotEquals))
 	}
 	if !marked {
-		return selector, false
+		return "", false
 	}
 	return fields.AndSelectors(terms...).String(), true
 }
 
-// LabelAsSent is the label a conversion error names: as the client spelled
+// labelAsSent is the label a conversion error names: as the client spelled
 // it, without the set suffix of a set-based requirement.
-func LabelAsSent(label string) string {
+func labelAsSent(label string) string {
 	if sent, ok := strings.CutSuffix(label, clientLabelMark); ok {
 		return sent
 	}
@@ -245,32 +303,89 @@ func splitSetLabel(label string) (string, string) {
 	return label, ""
 }
 
-// SetRequirement is a requirement as the store reads it: the field, the
-// values any of which it must equal, negated for `!=` and notin.
-type SetRequirement struct {
+// Requirement is one requirement of a selector in internal labels, as the
+// stores read it: the field, the values any of which it must equal (one
+// for `=` and `!=`), negated for `!=` and notin.
+type Requirement struct {
 	Field  string
 	Values []string
 	Not    bool
+	// Set is true for in and notin.
+	Set bool
 }
 
-// ReadRequirement reads a field requirement, set-based or not, in internal
-// labels.
-func ReadRequirement(r fields.Requirement) SetRequirement {
-	base, suffix := splitSetLabel(r.Field)
-	switch suffix {
-	case inSuffix:
-		return SetRequirement{Field: base, Values: strings.Split(r.Value, ",")}
-	case notInSuffix:
-		return SetRequirement{Field: base, Values: strings.Split(r.Value, ","), Not: true}
+// Read reads a converted selector (internal labels, sets encoded) into its
+// requirements.
+func Read(s fields.Selector) []Requirement {
+	if s == nil {
+		return nil
 	}
-	return SetRequirement{Field: r.Field, Values: []string{r.Value}, Not: r.Operator == selection.NotEquals}
+	raw := s.Requirements()
+	out := make([]Requirement, 0, len(raw))
+	for _, r := range raw {
+		out = append(out, read(r))
+	}
+	return out
 }
 
-// SetIndexed reports whether an `in` over the internal label is answered
-// from the watch cache's index buckets, one per value: a per-object or
-// per-name index always, a reporter's only for a list across namespaces
-// (namespaced false), as WithinNamespace keeps it off a namespace's list.
-func SetIndexed(label string, namespaced bool) bool {
+func read(r fields.Requirement) Requirement {
+	base, suffix := splitSetLabel(r.Field)
+	if suffix != "" {
+		return Requirement{Field: base, Values: strings.Split(r.Value, ","), Not: suffix == notInSuffix, Set: true}
+	}
+	return Requirement{Field: r.Field, Values: []string{r.Value}, Not: r.Operator == selection.NotEquals}
+}
+
+// Selector is requirements as a selector the stores and Matcher read: the
+// inverse of Read.
+func Selector(requirements []Requirement) fields.Selector {
+	terms := make([]fields.Selector, 0, len(requirements))
+	for _, r := range requirements {
+		terms = append(terms, encode(r))
+	}
+	return fields.AndSelectors(terms...)
+}
+
+func encode(r Requirement) fields.Selector {
+	switch {
+	case r.Set && r.Not:
+		return term(r.Field+notInSuffix, strings.Join(r.Values, ","), false)
+	case r.Set:
+		return term(r.Field+inSuffix, strings.Join(r.Values, ","), false)
+	}
+	return term(r.Field, r.Values[0], r.Not)
+}
+
+func term(label, value string, not bool) fields.Selector {
+	if not {
+		return fields.OneTermNotEqualSelector(label, value)
+	}
+	return fields.OneTermEqualSelector(label, value)
+}
+
+// maxSetLookups bounds the index lookups one set costs; a larger set is
+// matched in one pass over the scope, as a set over an unindexed field.
+const maxSetLookups = 16
+
+// IndexedSet picks the requirement of a converted selector that a list
+// answers with one index lookup per value: the first `in` over a field the
+// watch cache indexes, with at most maxSetLookups values. A per-object or
+// per-name index serves every list, a reporter's only a list across
+// namespaces (namespaced false), as WithinNamespace keeps it off a
+// namespace's list. rest is every other requirement; ok is false when no
+// set qualifies.
+func IndexedSet(s fields.Selector, namespaced bool) (set Requirement, rest []Requirement, ok bool) {
+	for _, r := range Read(s) {
+		if !ok && r.Set && !r.Not && len(r.Values) <= maxSetLookups && setIndexed(r.Field, namespaced) {
+			set, ok = r, true
+			continue
+		}
+		rest = append(rest, r)
+	}
+	return set, rest, ok
+}
+
+func setIndexed(label string, namespaced bool) bool {
 	for _, index := range Matcher(labels.Everything(), fields.OneTermEqualSelector(label, "x")).IndexFields {
 		if f, ok := byLabel[index]; ok && (f.index == perObject || f.index == perName || (f.index == perReporter && !namespaced)) {
 			return true

@@ -14,10 +14,24 @@
 // (capture/kube.go): the same Store, the same keys, the resourceVersion as
 // the revision and its own progress source.
 //
-// A Store (package sqlite embedded, one file under --data-dir) answers the
-// read-only API of package registry/history: one object's history newest
-// first, filtered by the events.k8s.io/v1 field selectors and a time window.
-// Retain enforces the age and size limits in bounded batches.
+// A Store (package sqlite embedded, one file under --data-dir; package
+// postgres shared by replicas) answers the read-only API of package
+// registry/history: one object's history newest first, filtered by the
+// events.k8s.io/v1 field selectors and a time window. Retain enforces the
+// age and size limits in bounded batches. Both stores are package sqlstore
+// over a dialect: the statements, the feed and the migrations are written
+// once there, and Columns (columns.go) says what a filterable column is.
+//
+// # Schema versions
+//
+// Each store's schema has a version and forward-only migrations, run under
+// a lock when a server opens it (the migration also holds the feed's write
+// lock, so no write runs across it). A server finding a newer version than
+// it knows writes nothing (Schema.WriteError): not a version, not its
+// progress, not a retention pass; every write checks the version under the
+// feed's lock, so a replica learns of a newer one at its next batch. It
+// still reads, unless a migration since declared that older servers read
+// the store wrongly (Schema.ReadError). SchemaCheck fails /readyz meanwhile.
 //
 // # The feed
 //

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,7 +31,9 @@ func (r Retention) Run(ctx context.Context, store Store) {
 		}
 		deleted, err := store.Retain(ctx, cutoff, r.MaxBytes, r.BatchSize)
 		RetentionDeleted.Add(float64(deleted))
-		if err != nil && ctx.Err() == nil {
+		// A store ahead of this server's schema said so once, when it
+		// began refusing (history.Schema).
+		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrSchemaNewer) {
 			klog.ErrorS(err, "History retention failed", "deleted", deleted)
 		} else if deleted > 0 {
 			klog.V(2).InfoS("History retention", "deleted", deleted)

@@ -6,33 +6,6 @@ import (
 	"time"
 )
 
-// Version is one Event version as etcd held it at Revision.
-type Version struct {
-	UID       string
-	Revision  int64
-	Namespace string
-	Name      string
-
-	// The columns the read API filters on; see Column.
-	RegardingUID        string
-	RegardingName       string
-	RegardingNamespace  string
-	RegardingKind       string
-	RelatedUID          string
-	RelatedName         string
-	Reason              string
-	Type                string
-	ReportingController string
-
-	// LastSeen is when the Event last happened, as `kubectl events` shows
-	// it; the time window and the order of the read API use it.
-	LastSeen time.Time
-	// ObservedAt is when capture saw this version; retention uses it.
-	ObservedAt time.Time
-	// Object is the value etcd held: core/v1 protobuf in the k8s envelope.
-	Object []byte
-}
-
 // Deletion records that the Event with UID left etcd at Revision, deleted
 // through the API or expired with its lease.
 type Deletion struct {
@@ -66,23 +39,6 @@ type Gone struct {
 	Live     []string
 	At       time.Time
 }
-
-// Column is a filterable property of a Version.
-type Column string
-
-const (
-	ColumnNamespace           Column = "namespace"
-	ColumnName                Column = "name"
-	ColumnRegardingUID        Column = "regarding_uid"
-	ColumnRegardingName       Column = "regarding_name"
-	ColumnRegardingNamespace  Column = "regarding_namespace"
-	ColumnRegardingKind       Column = "regarding_kind"
-	ColumnRelatedUID          Column = "related_uid"
-	ColumnRelatedName         Column = "related_name"
-	ColumnReason              Column = "reason"
-	ColumnType                Column = "type"
-	ColumnReportingController Column = "reporting_controller"
-)
 
 // Condition holds when any of Columns equals Value, or with Not, when none
 // does. Several columns express the ...OrRelated selectors. With Values
@@ -187,5 +143,7 @@ type Store interface {
 	Feed(ctx context.Context) (FeedState, error)
 	// Changes reads the feed; see ChangeQuery and the package doc.
 	Changes(ctx context.Context, query ChangeQuery) ([]Change, error)
+	// Schema says where the store's schema stands for this server.
+	Schema() Schema
 	Close() error
 }

@@ -9,24 +9,15 @@ import (
 // NewVersion describes the Event etcd held at revision as value.
 func NewVersion(event *core.Event, revision int64, value []byte, observedAt time.Time) Version {
 	v := Version{
-		UID:                 string(event.UID),
-		Revision:            revision,
-		Namespace:           event.Namespace,
-		Name:                event.Name,
-		RegardingUID:        string(event.InvolvedObject.UID),
-		RegardingName:       event.InvolvedObject.Name,
-		RegardingNamespace:  event.InvolvedObject.Namespace,
-		RegardingKind:       event.InvolvedObject.Kind,
-		Reason:              event.Reason,
-		Type:                event.Type,
-		ReportingController: event.ReportingController,
-		LastSeen:            LastSeen(event),
-		ObservedAt:          observedAt,
-		Object:              value,
+		UID:        string(event.UID),
+		Revision:   revision,
+		LastSeen:   LastSeen(event),
+		ObservedAt: observedAt,
+		Object:     value,
 	}
-	if event.Related != nil {
-		v.RelatedUID = string(event.Related.UID)
-		v.RelatedName = event.Related.Name
+	for i := range Columns {
+		c := &Columns[i]
+		*c.Value(&v) = c.Event(event)
 	}
 	if v.LastSeen.IsZero() {
 		v.LastSeen = observedAt

@@ -128,22 +128,7 @@ func splitRef(ref string) (namespace, name string, err error) {
 	return namespace, name, nil
 }
 
-// dependentFlags only mean something with --serving-cert-secret.
-var dependentFlags = []string{"serving-cert-service", "apiservice-names", "serving-cert-ca-validity",
+// DependentFlags only mean something with --serving-cert-secret; the
+// command refuses them without it.
+var DependentFlags = []string{"serving-cert-service", "apiservice-names", "serving-cert-ca-validity",
 	"serving-cert-validity", "serving-cert-renew-fraction"}
-
-// UnusedFlags lists the flags of fs the user set that do nothing because
-// --serving-cert-secret is not set, so that they are refused rather than
-// silently ignored.
-func (o *Options) UnusedFlags(fs *pflag.FlagSet) []string {
-	if o.Enabled() {
-		return nil
-	}
-	var set []string
-	for _, name := range dependentFlags {
-		if f := fs.Lookup(name); f != nil && f.Changed {
-			set = append(set, "--"+name)
-		}
-	}
-	return set
-}

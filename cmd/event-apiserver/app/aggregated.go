@@ -7,12 +7,12 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
@@ -20,17 +20,18 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/servingcert"
 )
 
-// AggregatedOptions apply with --aggregated: the server runs behind a
-// kube-apiserver as the APIService for events.k8s.io/v1 and trusts that
-// kube-apiserver for who a client is, what it may do and which namespaces
-// exist, as sample-apiserver and metrics-server do.
+// AggregatedOptions are the flags of the modes behind kube-apiserver,
+// --aggregated and --history-only: the server is an APIService and trusts
+// kube-apiserver for who a client is and what it may do, as sample-apiserver
+// and metrics-server do. With --aggregated it also admits Events against
+// kube-apiserver's namespaces and admission configuration (admission.go).
 type AggregatedOptions struct {
+	// Enabled is --aggregated.
 	Enabled bool
 
 	Authentication *genericoptions.DelegatingAuthenticationOptions
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
 	CoreAPI        *genericoptions.CoreAPIOptions
-	Admission      *genericoptions.AdmissionOptions
 	// ServingCert, when its Secret is named, replaces the serving
 	// certificate files with one shared by all replicas.
 	ServingCert *servingcert.Options
@@ -45,11 +46,7 @@ func NewAggregatedOptions() *AggregatedOptions {
 		// standalone (system:public-info-viewer's paths).
 		Authorization: genericoptions.NewDelegatingAuthorizationOptions().WithAlwaysAllowPaths(publicinfo.Paths...),
 		CoreAPI:       genericoptions.NewCoreAPIOptions(),
-		// NamespaceLifecycle refuses Events in missing or terminating
-		// namespaces; the webhook and policy plugins apply the cluster's
-		// admission configuration to Events, as kube-apiserver would.
-		Admission:   genericoptions.NewAdmissionOptions(),
-		ServingCert: servingcert.NewOptions(),
+		ServingCert:   servingcert.NewOptions(),
 	}
 }
 
@@ -61,76 +58,61 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Authentication.AddFlags(fs)
 	o.Authorization.AddFlags(fs)
 	o.CoreAPI.AddFlags(fs)
-	o.Admission.AddFlags(fs)
 	o.ServingCert.AddFlags(fs)
 }
 
-// Complete lets --kubeconfig serve the token and access reviews too, so one
-// kubeconfig is enough outside a cluster.
-func (o *AggregatedOptions) Complete() {
-	if o.Authentication.RemoteKubeConfigFile == "" {
-		o.Authentication.RemoteKubeConfigFile = o.CoreAPI.CoreAPIKubeconfigPath
-	}
-	if o.Authorization.RemoteKubeConfigFile == "" {
-		o.Authorization.RemoteKubeConfigFile = o.CoreAPI.CoreAPIKubeconfigPath
-	}
-}
-
-// aggregatedOnlyFlags lists the flags the user set that only --aggregated
-// reads: without it they would be accepted and do nothing, which hides a
-// forgotten --aggregated. Priority and fairness counts among them, since
-// its configuration lives in kube-apiserver.
-func aggregatedOnlyFlags(fss cliflag.NamedFlagSets) []string {
-	var set []string
-	fss.FlagSet("aggregated").VisitAll(func(f *pflag.Flag) {
-		if f.Changed && f.Name != "aggregated" {
-			set = append(set, "--"+f.Name)
-		}
-	})
-	if f := fss.FlagSet("features").Lookup("enable-priority-and-fairness"); f != nil && f.Changed && f.Value.String() == "true" {
-		set = append(set, "--"+f.Name)
-	}
-	return set
-}
-
 func (o *AggregatedOptions) Validate() []error {
-	if !o.Enabled {
-		return nil
-	}
 	var errs []error
 	errs = append(errs, o.Authentication.Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.CoreAPI.Validate()...)
-	errs = append(errs, o.Admission.Validate()...)
 	errs = append(errs, o.ServingCert.Validate()...)
 	return errs
 }
 
-// ApplyTo wires delegated authentication, authorization, the client of
-// kube-apiserver and admission. Priority and fairness runs too: its
-// configuration objects live in kube-apiserver.
-func (o *AggregatedOptions) ApplyTo(c *genericapiserver.RecommendedConfig, features *genericoptions.FeatureOptions) error {
-	if err := o.Authentication.ApplyTo(&c.Authentication, c.SecureServing, c.OpenAPIConfig); err != nil {
+// applyDelegationTo wires delegated authentication and authorization and
+// the client of kube-apiserver, which both modes behind it have.
+// --kubeconfig serves the token and access reviews too, so that one
+// kubeconfig is enough outside a cluster.
+func (o *AggregatedOptions) applyDelegationTo(c *genericapiserver.RecommendedConfig) error {
+	authentication, authorization := *o.Authentication, *o.Authorization
+	if authentication.RemoteKubeConfigFile == "" {
+		authentication.RemoteKubeConfigFile = o.CoreAPI.CoreAPIKubeconfigPath
+	}
+	if authorization.RemoteKubeConfigFile == "" {
+		authorization.RemoteKubeConfigFile = o.CoreAPI.CoreAPIKubeconfigPath
+	}
+	if err := authentication.ApplyTo(&c.Authentication, c.SecureServing, c.OpenAPIConfig); err != nil {
 		return fmt.Errorf("delegated authentication: %w", err)
 	}
-	if err := o.Authorization.ApplyTo(&c.Authorization); err != nil {
+	if err := authorization.ApplyTo(&c.Authorization); err != nil {
 		return fmt.Errorf("delegated authorization: %w", err)
 	}
 	if err := o.CoreAPI.ApplyTo(c); err != nil {
 		return fmt.Errorf("kube-apiserver client: %w", err)
 	}
-	kubeClient, err := kubernetes.NewForConfig(c.ClientConfig)
+	return nil
+}
+
+// applyAggregatedTo wires, beside the delegation, priority and fairness
+// (its configuration objects live in kube-apiserver) and the admission
+// chain with kube-apiserver's namespaces, webhooks and policies.
+func (c *completedOptions) applyAggregatedTo(config *genericapiserver.RecommendedConfig, initializers ...admission.PluginInitializer) error {
+	if err := c.Aggregated.applyDelegationTo(config); err != nil {
+		return err
+	}
+	kubeClient, err := kubernetes.NewForConfig(config.ClientConfig)
 	if err != nil {
 		return err
 	}
-	dynamicClient, err := dynamic.NewForConfig(c.ClientConfig)
+	dynamicClient, err := dynamic.NewForConfig(config.ClientConfig)
 	if err != nil {
 		return err
 	}
-	if err := features.ApplyTo(&c.Config, kubeClient, c.SharedInformerFactory); err != nil {
+	if err := c.Features.ApplyTo(&config.Config, kubeClient, config.SharedInformerFactory); err != nil {
 		return err
 	}
-	return o.Admission.ApplyTo(&c.Config, c.SharedInformerFactory, kubeClient, dynamicClient, c.FeatureGate, c.EffectiveVersion)
+	return c.Admission.ApplyTo(&config.Config, config.SharedInformerFactory, kubeClient, dynamicClient, config.FeatureGate, config.EffectiveVersion, initializers...)
 }
 
 // servingCertTimeout bounds the wait for the first shared certificate: the
@@ -138,11 +120,11 @@ func (o *AggregatedOptions) ApplyTo(c *genericapiserver.RecommendedConfig, featu
 // RBAC or an unreachable kube-apiserver.
 const servingCertTimeout = 2 * time.Minute
 
-// servingCert reads (or makes) the shared serving certificate from
-// kube-apiserver and returns the provider that keeps it current.
-func (o *AggregatedOptions) servingCert() (*servingcert.Controller, error) {
+// newServingCert is the controller of the shared serving certificate, the
+// provider the secure server serves from and runs to keep it current.
+func (o *AggregatedOptions) newServingCert() (*servingcert.Controller, error) {
 	// The same kubeconfig (or in-cluster configuration) as the core API
-	// client; it is needed before the server's own config is built.
+	// client, which the server's own config makes only later.
 	config, err := clientcmd.BuildConfigFromFlags("", o.CoreAPI.CoreAPIKubeconfigPath)
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver client for --serving-cert-secret: %w", err)
@@ -156,7 +138,7 @@ func (o *AggregatedOptions) servingCert() (*servingcert.Controller, error) {
 		return nil, err
 	}
 	namespace, name := o.ServingCert.SecretRef()
-	controller := servingcert.New(servingcert.Config{
+	return servingcert.New(servingcert.Config{
 		Client:          kubeClient,
 		APIServices:     aggregator.ApiregistrationV1(),
 		APIServiceNames: o.ServingCert.APIServiceNames,
@@ -164,19 +146,30 @@ func (o *AggregatedOptions) servingCert() (*servingcert.Controller, error) {
 		Name:            name,
 		Policy:          o.ServingCert.Policy(),
 		Resync:          o.ServingCert.Resync(),
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), servingCertTimeout)
+	}), nil
+}
+
+// awaitServingCert makes or reads the shared certificate once, retrying
+// for servingCertTimeout. Run calls it before the configuration is built,
+// so that, as with a certificate from files, the secure port is bound only
+// once there is a certificate to serve on it; a server that gets none
+// exits, and its log says why.
+func awaitServingCert(ctx context.Context, controller *servingcert.Controller, secret string) error {
+	ctx, cancel := context.WithTimeout(ctx, servingCertTimeout)
 	defer cancel()
 	var lastErr error
-	err = wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		if lastErr = controller.RunOnce(ctx); lastErr != nil {
-			klog.ErrorS(lastErr, "Waiting for the shared serving certificate", "secret", o.ServingCert.Secret)
+			klog.ErrorS(lastErr, "Waiting for the shared serving certificate", "secret", secret)
 			return false, nil
 		}
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("shared serving certificate %s: %w", o.ServingCert.Secret, lastErr)
+		if lastErr == nil {
+			lastErr = err
+		}
+		return fmt.Errorf("shared serving certificate %s: %w", secret, lastErr)
 	}
-	return controller, nil
+	return nil
 }

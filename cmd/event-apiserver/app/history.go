@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
 	"github.com/eventapiserver/event-apiserver/pkg/history/postgres"
@@ -181,7 +182,6 @@ func (o *HistoryOptions) captureConfig() capture.Config {
 		BatchSize:     o.BatchSize,
 		BatchInterval: o.BatchInterval,
 		MaxQueueBytes: o.MaxQueueBytes,
-		BehindTimeout: o.BehindTimeout,
 	}
 }
 
@@ -207,21 +207,24 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 		store.Close()
 		return nil, fmt.Errorf("connecting history capture to etcd: %w", err)
 	}
-	captureConfig := o.captureConfig()
-	// The key prefix the Event storage writes under, as kube-apiserver lays it out.
-	captureConfig.Prefix = path.Join("/", storage.Prefix, "events") + "/"
+	source := capture.NewEtcdSource(capture.EtcdConfig{
+		Client: client,
+		// The key prefix the Event storage writes under, as kube-apiserver lays it out.
+		Prefix: path.Join("/", storage.Prefix, "events") + "/",
+	})
 	return &apiserver.HistoryConfig{
-		Store:      store,
-		EtcdClient: client,
-		Capture:    captureConfig,
-		Retention:  o.retention(),
+		Store:     store,
+		Sources:   []capture.Source{source},
+		Capture:   o.captureConfig(),
+		Retention: o.retention(),
 	}, nil
 }
 
 // KubeConfig opens the store and capture's client of kube-apiserver, for
-// the history-only server. The client asks for protobuf, which costs
-// kube-apiserver less to encode for its one watch than JSON.
-func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*apiserver.HistoryConfig, error) {
+// the history-only server, whose capture counts the Events it reads in
+// events. The client asks for protobuf, which costs kube-apiserver less to
+// encode for its one watch than JSON.
+func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config, events *eventmetrics.Counter) (*apiserver.HistoryConfig, error) {
 	kubeConfig = rest.CopyConfig(kubeConfig)
 	kubeConfig.ContentType = runtime.ContentTypeProtobuf
 	kubeConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
@@ -233,11 +236,11 @@ func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*a
 	if err != nil {
 		return nil, err
 	}
-	captureConfig := o.captureConfig()
+	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: client, BehindTimeout: o.BehindTimeout, EventMetrics: events})
 	return &apiserver.HistoryConfig{
-		Store:      store,
-		KubeClient: client,
-		Capture:    captureConfig,
-		Retention:  o.retention(),
+		Store:     store,
+		Sources:   []capture.Source{source},
+		Capture:   o.captureConfig(),
+		Retention: o.retention(),
 	}, nil
 }

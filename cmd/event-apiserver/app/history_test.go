@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
 
 // TestHistoryDSNFile: the DSN read from --history-dsn-file reaches the
@@ -46,17 +44,9 @@ func TestHistoryDSNFile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			for _, f := range o.Flags().FlagSets {
-				fs.AddFlagSet(f)
-			}
-			if err := fs.Parse(append([]string{"--history-only", "--data-dir=" + t.TempDir()}, tc.args...)); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Complete()
+			c, err := parse(t, append([]string{"--history-only"}, tc.args...)...)
 			if err == nil {
-				err = o.Validate()
+				err = c.Validate()
 			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -67,8 +57,8 @@ func TestHistoryDSNFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.History.DSN != tc.wantDSN {
-				t.Errorf("DSN %q, want %q", o.History.DSN, tc.wantDSN)
+			if c.History.DSN != tc.wantDSN {
+				t.Errorf("DSN %q, want %q", c.History.DSN, tc.wantDSN)
 			}
 		})
 	}

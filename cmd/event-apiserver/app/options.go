@@ -11,16 +11,18 @@ import (
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	// Registers --logging-format=json.
 	_ "k8s.io/component-base/logs/json/register"
 	netutils "k8s.io/utils/net"
 
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
+	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
-	"github.com/eventapiserver/event-apiserver/pkg/standalone"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
 )
@@ -32,7 +34,8 @@ const (
 	defaultStorageMediaType = "application/vnd.kubernetes.protobuf"
 )
 
-// Options owns every flag of event-apiserver.
+// Options owns every flag of event-apiserver and stays as the flags set it:
+// Complete works out what the flags imply into completedOptions, a copy.
 type Options struct {
 	// DataDir holds the embedded etcd, serving certificates, the admin token
 	// and the kubeconfig.
@@ -41,6 +44,8 @@ type Options struct {
 	EventTTL time.Duration
 	// EventTTLRules override EventTTL by kind of Event (--event-ttl-rule).
 	EventTTLRules []string
+	// Expiry is the TTL backstop's flags.
+	Expiry *expiry.Options
 
 	SecureServing *genericoptions.SecureServingOptionsWithLoopback
 	Etcd          *genericoptions.EtcdOptions
@@ -48,9 +53,15 @@ type Options struct {
 	ServerRun     *genericoptions.ServerRunOptions
 	Features      *genericoptions.FeatureOptions
 	Aggregated    *AggregatedOptions
-	Storm         *storm.Options
-	Audit         *genericoptions.AuditOptions
-	Logs          *logsapi.LoggingConfiguration
+	// Admission is the admission chain of the modes that serve Events
+	// (admission.go).
+	Admission *genericoptions.AdmissionOptions
+	Storm     *storm.Options
+	// EventMetrics counts Events on /metrics: the ones the Events API
+	// stores, or history-only capture reads.
+	EventMetrics *eventmetrics.Options
+	Audit        *genericoptions.AuditOptions
+	Logs         *logsapi.LoggingConfiguration
 	// Version is --version: print the version and quit.
 	Version version.Flag
 	History *HistoryOptions
@@ -60,10 +71,6 @@ type Options struct {
 	// SelfSignedCertValidity is the generated leaf's lifetime; it is
 	// renewed once a third of it is left.
 	SelfSignedCertValidity time.Duration
-
-	// selfSigned is the generated serving certificate, when no
-	// --tls-cert-file is given; set by Config.
-	selfSigned *standalone.ServingCert
 }
 
 // EmbeddedEtcdOptions apply when no --etcd-servers are given.
@@ -100,6 +107,7 @@ func NewOptions() *Options {
 	return &Options{
 		DataDir:       defaultDataDir,
 		EventTTL:      time.Hour,
+		Expiry:        expiry.NewOptions(),
 		SecureServing: serving.WithLoopback(),
 		Etcd:          etcd,
 		EmbeddedEtcd: EmbeddedEtcdOptions{
@@ -108,12 +116,14 @@ func NewOptions() *Options {
 			ReadyTimeout:           time.Minute,
 			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
 		},
-		ServerRun:  serverRun,
-		Features:   features,
-		Aggregated: NewAggregatedOptions(),
-		Storm:      storm.NewOptions(),
-		Audit:      genericoptions.NewAuditOptions(),
-		Logs:       logsapi.NewLoggingConfiguration(),
+		ServerRun:    serverRun,
+		Features:     features,
+		Aggregated:   NewAggregatedOptions(),
+		Admission:    newAdmissionOptions(),
+		Storm:        storm.NewOptions(),
+		EventMetrics: eventmetrics.NewOptions(),
+		Audit:        genericoptions.NewAuditOptions(),
+		Logs:         logsapi.NewLoggingConfiguration(),
 
 		SelfSignedCertValidity: 365 * 24 * time.Hour,
 		History:                NewHistoryOptions(),
@@ -135,6 +145,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"source.component), all given keys must match. Repeat the flag for more rules (at most 16); the "+
 			"first that matches applies. Durations are whole seconds, at least 1s. "+
 			"E.g. --event-ttl-rule=type=Warning:24h --event-ttl-rule=reason=Pulled,reportingController=kubelet:10m.")
+	o.Expiry.AddFlags(fs)
 
 	fs.StringSliceVar(&o.SelfSignedCertDNSNames, "self-signed-cert-dns-names", o.SelfSignedCertDNSNames,
 		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
@@ -152,6 +163,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Features.AddFlags(fss.FlagSet("features"))
 	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
 	o.Storm.AddFlags(fss.FlagSet("event storms"))
+	o.EventMetrics.AddFlags(fss.FlagSet("event metrics"))
+	addAdmissionFlags(o.Admission, fss.FlagSet("admission"))
 	o.Audit.AddFlags(fss.FlagSet("auditing"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	o.Version.AddFlag(fss.FlagSet("global"))
@@ -173,124 +186,159 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 			"Used only without --etcd-servers.")
 }
 
-// Embedded reports whether the server runs its own etcd.
-func (o *Options) Embedded() bool {
-	return len(o.Etcd.StorageConfig.Transport.ServerList) == 0
+// completedOptions are the flags with what they imply worked out once: the
+// mode, where etcd runs, absolute paths, the TTL rules, the history store's
+// location. Complete copies what it fills in, so the Options stay as the
+// flags set them, and nothing after Complete writes either.
+type completedOptions struct {
+	Options
+	mode apiserver.Mode
+	// embeddedEtcd: no --etcd-servers, so a server of the Events API runs
+	// its own etcd under --data-dir.
+	embeddedEtcd bool
+	// set are the flags given; a flag left at its default contradicts
+	// nothing (modes.go).
+	set setFlags
+	ttl *ttl.Rules
+	// ttlErr is why the TTL rules do not parse, reported by Validate with
+	// every other mistake.
+	ttlErr error
 }
 
-// Complete fills what depends on other flags.
-func (o *Options) Complete() error {
-	dataDir, err := filepath.Abs(o.DataDir)
-	if err != nil {
-		return err
+// Complete decides the mode and fills what depends on other flags. fss are
+// the command's flags, parsed: which were given decides what contradicts.
+func (o *Options) Complete(fss cliflag.NamedFlagSets) (*completedOptions, error) {
+	c := &completedOptions{
+		Options:      *o,
+		mode:         modeOf(o),
+		embeddedEtcd: len(o.Etcd.StorageConfig.Transport.ServerList) == 0,
+		set:          setFlagsOf(fss),
 	}
-	o.DataDir = dataDir
-	if err := o.History.Complete(); err != nil {
-		return err
+	var err error
+	if c.DataDir, err = filepath.Abs(o.DataDir); err != nil {
+		return nil, err
 	}
-	if o.History.Only {
-		o.completeHistoryOnly()
-	} else if o.Aggregated.Enabled {
-		o.Aggregated.Complete()
-	} else {
-		// Priority and fairness reads its configuration from the
-		// flowcontrol.apiserver.k8s.io API, which only kube-apiserver
-		// serves; alone, the max-in-flight limits apply instead.
-		o.Features.EnablePriorityAndFairness = false
-		// The etcd3 store's object size estimate prices LISTs for priority
-		// and fairness only, and keeps the size of every key it has seen
-		// (6 MB at 100k Events), updated on every watch event. Without
-		// priority and fairness it would feed one metric, so it is off
-		// unless --feature-gates asks for it. A gate off already (an
-		// --emulated-version from before it) cannot be set at all.
-		if utilfeature.DefaultFeatureGate.Enabled(genericfeatures.SizeBasedListCostEstimate) &&
-			!utilfeature.DefaultMutableFeatureGate.ExplicitlySet(genericfeatures.SizeBasedListCostEstimate) {
-			if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(genericfeatures.SizeBasedListCostEstimate): false}); err != nil {
-				return err
-			}
-		}
+	history := *o.History
+	if err := history.Complete(); err != nil {
+		return nil, err
 	}
-	if o.SecureServing.ServerCert.CertDirectory == "" {
-		o.SecureServing.ServerCert.CertDirectory = filepath.Join(o.DataDir, "certs")
+	c.History = &history
+	serving := *o.SecureServing.SecureServingOptions
+	if serving.ServerCert.CertDirectory == "" {
+		serving.ServerCert.CertDirectory = filepath.Join(c.DataDir, "certs")
+	}
+	c.SecureServing = serving.WithLoopback()
+	c.ttl, c.ttlErr = ttl.Parse(o.EventTTLRules, o.EventTTL)
+	return c, nil
+}
+
+// setFeatureDefaults gives the process's feature gates the mode's defaults
+// where --feature-gates left them, before anything reads them. Standalone
+// there is no priority and fairness (its configuration lives in the
+// flowcontrol.apiserver.k8s.io API, which only kube-apiserver serves), and
+// the etcd3 store's object size estimate prices LISTs for it alone while
+// keeping the size of every key it has seen (6 MB at 100k Events), updated
+// on every watch event: off, unless --feature-gates asks for it. A gate off
+// already (an --emulated-version from before it) cannot be set at all.
+func (c *completedOptions) setFeatureDefaults(gate featuregate.MutableVersionedFeatureGate) error {
+	if c.mode != apiserver.Standalone {
+		return nil
+	}
+	if gate.Enabled(genericfeatures.SizeBasedListCostEstimate) && !gate.ExplicitlySet(genericfeatures.SizeBasedListCostEstimate) {
+		return gate.SetFromMap(map[string]bool{string(genericfeatures.SizeBasedListCostEstimate): false})
 	}
 	return nil
 }
 
-func (o *Options) Validate() error {
-	var errs []error
-	if o.EventTTL < 0 {
-		errs = append(errs, fmt.Errorf("--event-ttl must not be negative"))
-	}
-	if o.EventTTL > 0 && o.EventTTL < time.Second {
-		errs = append(errs, fmt.Errorf("--event-ttl must be at least 1s: etcd leases count whole seconds"))
-	}
-	if _, err := ttl.Parse(o.EventTTLRules, o.EventTTL); err != nil {
-		errs = append(errs, err)
-	}
-	if o.SelfSignedCertValidity < time.Minute {
+// Validate refuses contradictory flags (flagErrors, modes.go) and values out
+// of range, all at once.
+func (c *completedOptions) Validate() error {
+	errs := c.flagErrors()
+	if c.SelfSignedCertValidity < time.Minute {
 		errs = append(errs, fmt.Errorf("--self-signed-cert-validity must be at least 1m"))
 	}
-	errs = append(errs, o.SecureServing.Validate()...)
-	errs = append(errs, o.ServerRun.Validate()...)
-	errs = append(errs, o.Features.Validate()...)
-	errs = append(errs, o.Aggregated.Validate()...)
-	if o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() && (o.SecureServing.ServerCert.CertKey.CertFile != "" || o.SecureServing.ServerCert.CertKey.KeyFile != "") {
-		errs = append(errs, fmt.Errorf("--serving-cert-secret and --tls-cert-file/--tls-private-key-file are two sources of the serving certificate: give one"))
+	errs = append(errs, c.SecureServing.Validate()...)
+	errs = append(errs, c.ServerRun.Validate()...)
+	errs = append(errs, c.Features.Validate()...)
+	errs = append(errs, c.Audit.Validate()...)
+	errs = append(errs, c.History.Validate()...)
+	errs = append(errs, c.EventMetrics.Validate()...)
+	if c.mode.Delegates() {
+		errs = append(errs, c.Aggregated.Validate()...)
 	}
-	errs = append(errs, o.Storm.Validate()...)
-	errs = append(errs, o.Audit.Validate()...)
-	errs = append(errs, o.History.Validate()...)
-	if o.History.Only {
-		errs = append(errs, o.validateHistoryOnly()...)
-	} else if o.Embedded() {
-		if o.Aggregated.Enabled {
-			// Replicas behind an APIService would each keep their own
-			// Events, and a pod restart would lose them all.
-			errs = append(errs, fmt.Errorf("--aggregated needs --etcd-servers: the embedded etcd is for a single standalone server"))
-		}
-		// The embedded etcd serves without authentication: anyone who
-		// reaches it can read and write every Event.
-		if o.EmbeddedEtcd.ClientAddress == "" {
-			// The unix socket in the 0700 data directory.
-		} else if host, _, err := net.SplitHostPort(o.EmbeddedEtcd.ClientAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address: %w", err))
-		} else if ip := netutils.ParseIPSloppy(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			errs = append(errs, fmt.Errorf("--embedded-etcd-client-address must be a loopback address (the embedded etcd has no authentication), got %q", host))
-		}
-		if o.EmbeddedEtcd.QuotaBackendBytes <= 0 {
-			errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
-		}
-		if o.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
-			errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))
-		}
-		// EtcdOptions insists on servers; the embedded one is only known once started.
-		etcd := *o.Etcd
-		etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:2379"}
-		errs = append(errs, etcd.Validate()...)
-	} else {
-		errs = append(errs, o.Etcd.Validate()...)
+	if c.mode.ServesEvents() {
+		errs = append(errs, c.validateEvents()...)
 	}
 	return utilerrors.NewAggregate(errs)
 }
 
+// validateEvents checks the flags of the Events API and its etcd.
+func (c *completedOptions) validateEvents() []error {
+	var errs []error
+	if c.EventTTL < 0 {
+		errs = append(errs, fmt.Errorf("--event-ttl must not be negative"))
+	}
+	if c.EventTTL > 0 && c.EventTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--event-ttl must be at least 1s: etcd leases count whole seconds"))
+	}
+	errs = append(errs, c.Expiry.Validate()...)
+	if c.ttlErr != nil {
+		errs = append(errs, c.ttlErr)
+	}
+	errs = append(errs, c.Storm.Validate()...)
+	errs = append(errs, c.Admission.Validate()...)
+	if !c.embeddedEtcd {
+		return append(errs, c.Etcd.Validate()...)
+	}
+	// The embedded etcd serves without authentication: anyone who
+	// reaches it can read and write every Event.
+	if c.EmbeddedEtcd.ClientAddress == "" {
+		// The unix socket in the 0700 data directory.
+	} else if host, _, err := net.SplitHostPort(c.EmbeddedEtcd.ClientAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-client-address: %w", err))
+	} else if ip := netutils.ParseIPSloppy(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-client-address must be a loopback address (the embedded etcd has no authentication), got %q", host))
+	}
+	if c.EmbeddedEtcd.QuotaBackendBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
+	}
+	if c.EmbeddedEtcd.ProgressNotifyInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-progress-notify-interval must be at least 100ms, etcd's minimum"))
+	}
+	// EtcdOptions insists on servers; the embedded one is only known once started.
+	etcd := *c.Etcd
+	etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:2379"}
+	return append(errs, etcd.Validate()...)
+}
+
+// sharedCert reports whether the serving certificate comes from
+// --serving-cert-secret, which only the modes behind kube-apiserver read.
+func (c *completedOptions) sharedCert() bool {
+	return c.mode.Delegates() && c.Aggregated.ServingCert.Enabled()
+}
+
+// selfSignedCert reports whether the server makes its own serving
+// certificate: neither --tls-cert-file nor --serving-cert-secret.
+func (c *completedOptions) selfSignedCert() bool {
+	certKey := c.SecureServing.ServerCert.CertKey
+	return !c.sharedCert() && certKey.CertFile == "" && certKey.KeyFile == ""
+}
+
 // writesDataDir reports whether the server writes under --data-dir: the
 // embedded etcd, the standalone admin token and kubeconfig, a generated
-// serving certificate, the embedded history store. Aggregated, with
-// --etcd-servers, a certificate from --tls-cert-file or the shared Secret
-// and history off or in PostgreSQL, it writes nothing, so it runs on a
-// read-only root filesystem with no volume at all.
-func (o *Options) writesDataDir() bool {
-	if (o.Embedded() && !o.History.Only) || !o.Aggregated.Enabled || o.History.writesDataDir() {
-		return true
-	}
-	return o.SecureServing.ServerCert.CertKey.CertFile == "" && !o.Aggregated.ServingCert.Enabled()
+// serving certificate, the embedded history store. Behind kube-apiserver,
+// with a certificate from --tls-cert-file or the shared Secret and history
+// off or in PostgreSQL, it writes nothing, so it runs on a read-only root
+// filesystem with no volume at all.
+func (c *completedOptions) writesDataDir() bool {
+	return c.mode == apiserver.Standalone || c.History.writesDataDir() || c.selfSignedCert()
 }
 
 // servingHost is how local clients reach the secure port.
-func (o *Options) servingHost() string {
-	ip := o.SecureServing.BindAddress
+func (c *completedOptions) servingHost() string {
+	ip := c.SecureServing.BindAddress
 	if ip == nil || ip.IsUnspecified() {
 		ip = netutils.ParseIPSloppy("127.0.0.1")
 	}
-	return net.JoinHostPort(ip.String(), fmt.Sprint(o.SecureServing.BindPort))
+	return net.JoinHostPort(ip.String(), fmt.Sprint(c.SecureServing.BindPort))
 }

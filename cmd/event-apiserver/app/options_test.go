@@ -22,7 +22,6 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "defaults"},
 		{name: "aggregated with external etcd", args: []string{"--aggregated", "--etcd-servers=http://127.0.0.1:2379"}},
-		{name: "aggregated with the embedded etcd", args: []string{"--aggregated"}, wantErr: "--aggregated needs --etcd-servers"},
 		{name: "embedded etcd on loopback", args: []string{"--embedded-etcd-client-address=127.0.0.1:2379"}},
 		{name: "embedded etcd on IPv6 loopback", args: []string{"--embedded-etcd-client-address=[::1]:0"}},
 		{name: "embedded etcd on localhost", args: []string{"--embedded-etcd-client-address=localhost:0"}},
@@ -32,12 +31,14 @@ func TestValidate(t *testing.T) {
 			wantErr: "must be a loopback address"},
 		{name: "embedded etcd on a host name", args: []string{"--embedded-etcd-client-address=etcd.example.com:2379"},
 			wantErr: "must be a loopback address"},
-		{name: "external etcd: the embedded address is not checked",
-			args: []string{"--etcd-servers=http://127.0.0.1:2379", "--embedded-etcd-client-address=0.0.0.0:2379"}},
+		{name: "embedded etcd's quota", args: []string{"--embedded-etcd-quota-backend-bytes=0"}, wantErr: "must be positive"},
+		{name: "negative TTL", args: []string{"--event-ttl=-1s"}, wantErr: "--event-ttl must not be negative"},
+		{name: "TTL rule", args: []string{"--event-ttl-rule=type=Warning:500ms"}, wantErr: "must be at least 1s"},
+		{name: "history-only", args: []string{"--history-only"}},
 		{name: "certificate validity too short", args: []string{"--self-signed-cert-validity=10s"}, wantErr: "at least 1m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := completedOptions(t, tc.args...).Validate()
+			err := complete(t, tc.args...).Validate()
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("unexpected error: %v", err)
@@ -82,7 +83,9 @@ func TestSizeEstimate(t *testing.T) {
 			if tc.set != nil {
 				featuregatetesting.SetFeatureGateDuringTest(t, gate, genericfeatures.SizeBasedListCostEstimate, *tc.set)
 			}
-			completedOptions(t, tc.args...)
+			if err := complete(t, tc.args...).setFeatureDefaults(gate); err != nil {
+				t.Fatal(err)
+			}
 			if got := gate.Enabled(genericfeatures.SizeBasedListCostEstimate); got != tc.want {
 				t.Errorf("SizeBasedListCostEstimate enabled: %v, want %v", got, tc.want)
 			}
@@ -90,20 +93,29 @@ func TestSizeEstimate(t *testing.T) {
 	}
 }
 
-// completedOptions parses args as the command's flags, with a fresh
-// --data-dir, and completes them.
-func completedOptions(t *testing.T, args ...string) *Options {
+// complete parses args as the command line, with a fresh --data-dir, and
+// completes them.
+func complete(t *testing.T, args ...string) *completedOptions {
+	t.Helper()
+	c, err := parse(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// parse parses args as the command line, with a fresh --data-dir, and
+// returns Complete's answer.
+func parse(t *testing.T, args ...string) (*completedOptions, error) {
 	t.Helper()
 	o := NewOptions()
+	fss := o.commandFlags()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	for _, f := range o.Flags().FlagSets {
+	for _, f := range fss.FlagSets {
 		fs.AddFlagSet(f)
 	}
 	if err := fs.Parse(append([]string{"--data-dir=" + t.TempDir()}, args...)); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return o.Complete(fss)
 }

@@ -1,5 +1,7 @@
 // Package app is event-apiserver's command: flags (options.go), then
-// Complete → Validate → Run (server.go).
+// Complete (the mode, modes.go) → Validate → Run (server.go), which prepares
+// what the configuration needs of a running process, builds the Config and
+// runs the server.
 package app
 
 import (
@@ -10,14 +12,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
-	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/compatibility"
@@ -35,10 +35,11 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
+	"github.com/eventapiserver/event-apiserver/pkg/servingcert"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
-	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
 	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
 )
@@ -48,20 +49,23 @@ func init() {
 	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
 }
 
+// commandName is the command's name in --help and the global flags' usage.
+const commandName = "event-apiserver"
+
 // NewCommand builds the cobra command. out receives the one line a user
 // needs: how to point kubectl at the server.
 func NewCommand(out io.Writer) *cobra.Command {
 	o := NewOptions()
-	flagSets := o.Flags()
+	flagSets := o.commandFlags()
 	cmd := &cobra.Command{
-		Use:   "event-apiserver",
+		Use:   commandName,
 		Short: "A Kubernetes API server for Events (core/v1 and events.k8s.io/v1)",
 		Long: "event-apiserver serves Kubernetes Events, core/v1 and events.k8s.io/v1, from etcd with a TTL, " +
 			"reads and watches from an indexed watch cache. Without --etcd-servers it runs its own etcd " +
 			"under --data-dir and writes a kubeconfig there.",
 		SilenceUsage: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
-			// Feature gates take their final values from flags here, before use.
+			// Feature gates take their values from flags here, before use.
 			return compatibility.DefaultComponentGlobalsRegistry.Set()
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,32 +77,24 @@ func NewCommand(out io.Writer) *cobra.Command {
 			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
-			if set := historyOnlyRefusedFlags(flagSets); o.History.Only && len(set) > 0 {
-				return fmt.Errorf("%s do nothing with --history-only, which serves no Events and uses no etcd", strings.Join(set, ", "))
-			}
-			if set := aggregatedOnlyFlags(flagSets); !o.Aggregated.Enabled && !o.History.Only && len(set) > 0 {
-				return fmt.Errorf("%s apply only with --aggregated", strings.Join(set, ", "))
-			}
-			if set := o.Aggregated.ServingCert.UnusedFlags(flagSets.FlagSet("aggregated")); len(set) > 0 {
-				return fmt.Errorf("%s apply only with --serving-cert-secret", strings.Join(set, ", "))
-			}
-			if err := o.Complete(); err != nil {
+			c, err := o.Complete(flagSets)
+			if err != nil {
 				return err
 			}
-			if err := o.Validate(); err != nil {
+			if err := c.Validate(); err != nil {
 				return err
 			}
-			// As kube-apiserver: /metrics reports every gate's state
+			if err := c.setFeatureDefaults(utilfeature.DefaultMutableFeatureGate); err != nil {
+				return err
+			}
+			// As kube-apiserver: /metrics reports every gate's final state
 			// (kubernetes_feature_enabled).
 			utilfeature.DefaultMutableFeatureGate.AddMetrics()
-			klog.InfoS("Starting event-apiserver", "version", version.Get().Version, "kubernetesAPI", "v"+version.KubernetesVersion)
-			return o.Run(genericapiserver.SetupSignalContext(), out)
+			klog.InfoS("Starting event-apiserver", "version", version.Get().Version, "kubernetesAPI", "v"+version.KubernetesVersion, "mode", c.mode)
+			return c.Run(genericapiserver.SetupSignalContext(), out)
 		},
 		Args: cobra.NoArgs,
 	}
-	// Flags libraries register globally (klog's beyond LoggingConfiguration,
-	// --help) go into the "global" set, as kube-apiserver does.
-	globalflag.AddGlobalFlags(flagSets.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	cmd.AddCommand(newCertsCommand())
 	fs := cmd.Flags()
 	for _, f := range flagSets.FlagSets {
@@ -109,10 +105,42 @@ func NewCommand(out io.Writer) *cobra.Command {
 	return cmd
 }
 
-// Run starts etcd if embedded, then the API server, until ctx ends.
-func (o *Options) Run(ctx context.Context, out io.Writer) error {
-	if o.writesDataDir() {
-		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+// commandFlags are the command's flags in --help's sections: the options',
+// and those libraries register globally (klog's beyond
+// LoggingConfiguration, --help) in "global", as kube-apiserver puts them.
+func (o *Options) commandFlags() cliflag.NamedFlagSets {
+	fss := o.Flags()
+	globalflag.AddGlobalFlags(fss.FlagSet("global"), commandName, logs.SkipLoggingConfigurationFlags())
+	return fss
+}
+
+// FlagSets are the command's flags as --help groups them, which
+// hack/update-flags-docs.sh renders into docs/flags.md.
+func FlagSets() cliflag.NamedFlagSets {
+	return NewOptions().commandFlags()
+}
+
+// prerequisites are what Run prepares before the configuration is built:
+// what only a running process knows (the embedded etcd's address) and what
+// may block or writes under --data-dir (the serving certificate, the admin
+// token). Config reads them and the options, and writes neither.
+type prerequisites struct {
+	// etcdServers, when set, are the embedded etcd's address.
+	etcdServers []string
+	// selfSigned is the serving certificate made when none is given;
+	// sharedCert the one of --serving-cert-secret, already served once.
+	// Neither with --tls-cert-file.
+	selfSigned *standalone.ServingCert
+	sharedCert *servingcert.Controller
+	// adminToken is a standalone server's one credential.
+	adminToken string
+}
+
+// Run starts etcd if embedded, gets the serving certificate, then runs the
+// API server until ctx ends.
+func (c *completedOptions) Run(ctx context.Context, out io.Writer) error {
+	if c.writesDataDir() {
+		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 			return fmt.Errorf("creating data dir: %w", err)
 		}
 	}
@@ -122,16 +150,17 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	// fatal carries why the server stopped on its own, so that the process
 	// exits non-zero and a supervisor (Restart=on-failure) restarts it.
 	fatal := make(chan error, 1)
+	var p prerequisites
 	switch {
-	case o.History.Only:
+	case !c.mode.ServesEvents():
 		// No etcd at all.
-	case o.Embedded():
+	case c.embeddedEtcd:
 		embedded, err := etcd.StartEmbedded(etcd.EmbeddedConfig{
-			DataDir:                filepath.Join(o.DataDir, "etcd"),
-			ClientAddress:          o.EmbeddedEtcd.ClientAddress,
-			ProgressNotifyInterval: o.EmbeddedEtcd.ProgressNotifyInterval,
-			ReadyTimeout:           o.EmbeddedEtcd.ReadyTimeout,
-			QuotaBackendBytes:      o.EmbeddedEtcd.QuotaBackendBytes,
+			DataDir:                filepath.Join(c.DataDir, "etcd"),
+			ClientAddress:          c.EmbeddedEtcd.ClientAddress,
+			ProgressNotifyInterval: c.EmbeddedEtcd.ProgressNotifyInterval,
+			ReadyTimeout:           c.EmbeddedEtcd.ReadyTimeout,
+			QuotaBackendBytes:      c.EmbeddedEtcd.QuotaBackendBytes,
 		})
 		if err != nil {
 			return err
@@ -153,12 +182,21 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 			case <-ctx.Done():
 			}
 		}()
-		o.Etcd.StorageConfig.Transport.ServerList = []string{embedded.ClientURL()}
+		p.etcdServers = []string{embedded.ClientURL()}
 	default:
-		go watchresume.WarnWithoutProgressNotify(ctx, o.Etcd.StorageConfig.Transport, o.Etcd.StorageConfig.Prefix, watchresume.ProgressCheckTimeout)
+		go watchresume.WarnWithoutProgressNotify(ctx, c.Etcd.StorageConfig.Transport, c.Etcd.StorageConfig.Prefix, watchresume.ProgressCheckTimeout)
+	}
+	if err := c.prepareServingCert(ctx, &p); err != nil {
+		return err
+	}
+	if c.mode == apiserver.Standalone {
+		var err error
+		if p.adminToken, err = standalone.LoadOrCreateAdminToken(c.DataDir); err != nil {
+			return err
+		}
 	}
 
-	config, err := o.Config()
+	config, err := c.Config(p)
 	if err != nil {
 		return err
 	}
@@ -167,14 +205,14 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	prepared := server.GenericAPIServer.PrepareRun()
-	if o.selfSigned != nil {
+	if p.selfSigned != nil {
 		// Renewed while running too: the server reloads the files.
-		go o.selfSigned.Renew(ctx)
+		go p.selfSigned.Renew(ctx)
 	}
 
 	kubeconfig := ""
-	if !o.Aggregated.Enabled {
-		if kubeconfig, err = o.writeAdminKubeconfig(); err != nil {
+	if c.mode == apiserver.Standalone {
+		if kubeconfig, err = c.writeAdminKubeconfig(p); err != nil {
 			return err
 		}
 	}
@@ -188,55 +226,61 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	}
 }
 
+// prepareServingCert makes the self-signed certificate, or gets the shared
+// one: the wait for it (up to servingCertTimeout) belongs to starting the
+// server, before the secure port is bound, not to building its
+// configuration.
+func (c *completedOptions) prepareServingCert(ctx context.Context, p *prerequisites) error {
+	switch {
+	case c.sharedCert():
+		controller, err := c.Aggregated.newServingCert()
+		if err != nil {
+			return err
+		}
+		if err := awaitServingCert(ctx, controller, c.Aggregated.ServingCert.Secret); err != nil {
+			return err
+		}
+		p.sharedCert = controller
+	case c.selfSignedCert():
+		ips := []net.IP{netutils.ParseIPSloppy("127.0.0.1")}
+		if ip := c.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+			ips = append(ips, ip)
+		}
+		p.selfSigned = &standalone.ServingCert{
+			Dir:      c.SecureServing.ServerCert.CertDirectory,
+			Host:     "localhost",
+			DNSNames: c.SelfSignedCertDNSNames,
+			IPs:      ips,
+			Validity: c.SelfSignedCertValidity,
+		}
+		if _, err := p.selfSigned.Ensure(); err != nil {
+			return fmt.Errorf("creating self-signed serving certificate: %w", err)
+		}
+	}
+	return nil
+}
+
 // writeAdminKubeconfig hands the admin credentials to kubectl, trusting the
 // serving certificate's CA.
-func (o *Options) writeAdminKubeconfig() (string, error) {
-	adminToken, err := standalone.LoadOrCreateAdminToken(o.DataDir)
-	if err != nil {
-		return "", err
-	}
+func (c *completedOptions) writeAdminKubeconfig(p prerequisites) (string, error) {
 	// The self-signed CA, not the leaf, so that the kubeconfig keeps
 	// working when the leaf is renewed.
-	caFile := o.SecureServing.ServerCert.CertKey.CertFile
-	if o.selfSigned != nil {
-		caFile = o.selfSigned.CAFile()
+	caFile := c.SecureServing.ServerCert.CertKey.CertFile
+	if p.selfSigned != nil {
+		caFile = p.selfSigned.CAFile()
 	}
 	caBundle, err := os.ReadFile(caFile)
 	if err != nil {
 		return "", fmt.Errorf("reading serving certificate: %w", err)
 	}
-	kubeconfig := filepath.Join(o.DataDir, "kubeconfig")
-	return kubeconfig, standalone.WriteKubeconfig(kubeconfig, "https://"+o.servingHost(), caBundle, adminToken)
+	kubeconfig := filepath.Join(c.DataDir, "kubeconfig")
+	return kubeconfig, standalone.WriteKubeconfig(kubeconfig, "https://"+c.servingHost(), caBundle, p.adminToken)
 }
 
-// Config builds the server configuration from the options.
-func (o *Options) Config() (*apiserver.Config, error) {
-	alternateIPs := []net.IP{netutils.ParseIPSloppy("127.0.0.1")}
-	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
-		alternateIPs = append(alternateIPs, ip)
-	}
-	if certKey := &o.SecureServing.ServerCert.CertKey; o.Aggregated.Enabled && o.Aggregated.ServingCert.Enabled() {
-		// The generic secure server runs the controller and reloads the
-		// certificate whenever it changes.
-		provider, err := o.Aggregated.servingCert()
-		if err != nil {
-			return nil, err
-		}
-		o.SecureServing.ServerCert.GeneratedCert = provider
-	} else if certKey.CertFile == "" && certKey.KeyFile == "" {
-		o.selfSigned = &standalone.ServingCert{
-			Dir:      o.SecureServing.ServerCert.CertDirectory,
-			Host:     "localhost",
-			DNSNames: o.SelfSignedCertDNSNames,
-			IPs:      alternateIPs,
-			Validity: o.SelfSignedCertValidity,
-		}
-		if _, err := o.selfSigned.Ensure(); err != nil {
-			return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
-		}
-		certKey.CertFile, certKey.KeyFile = o.selfSigned.CertFile(), o.selfSigned.KeyFile()
-	}
-
+// Config builds the server configuration from the options and what Run
+// prepared, and writes neither: a generic ApplyTo that writes into its
+// options (the secure port's listener) is given a copy.
+func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
 
 	namer := openapinamer.NewDefinitionNamer(apiserver.Scheme)
@@ -245,67 +289,88 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
 	serverConfig.OpenAPIV3Config.Info.Title = "event-apiserver"
 
-	if err := o.SecureServing.ApplyTo(&serverConfig.SecureServing, &serverConfig.LoopbackClientConfig); err != nil {
+	serving := *c.SecureServing.SecureServingOptions
+	switch {
+	case p.sharedCert != nil:
+		// The generic secure server runs the controller and reloads the
+		// certificate whenever it changes.
+		serving.ServerCert.GeneratedCert = p.sharedCert
+	case p.selfSigned != nil:
+		serving.ServerCert.CertKey.CertFile, serving.ServerCert.CertKey.KeyFile = p.selfSigned.CertFile(), p.selfSigned.KeyFile()
+	}
+	if err := serving.WithLoopback().ApplyTo(&serverConfig.SecureServing, &serverConfig.LoopbackClientConfig); err != nil {
 		return nil, err
 	}
-	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
+	if err := c.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
 		return nil, err
 	}
-	if err := o.Audit.ApplyTo(&serverConfig.Config); err != nil {
+	if err := c.Audit.ApplyTo(&serverConfig.Config); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	// After ServerRun, which sets the registry's version.
 	serverConfig.EffectiveVersion = effectiveVersion()
-	ttlRules, err := ttl.Parse(o.EventTTLRules, o.EventTTL)
-	if err != nil {
-		return nil, err
-	}
-	if o.History.Only {
-		return o.historyOnlyConfig(serverConfig, ttlRules)
-	}
-	if err := apiserver.ApplyStorageTo(serverConfig, o.Etcd, ttlRules, !o.Embedded()); err != nil {
-		return nil, err
-	}
-	if o.Aggregated.Enabled {
-		if err := o.Aggregated.ApplyTo(serverConfig, o.Features); err != nil {
-			return nil, err
-		}
-	} else {
-		adminToken, err := standalone.LoadOrCreateAdminToken(o.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		serverConfig.Authentication.Authenticator = standalone.NewAuthenticator(adminToken)
-		serverConfig.Authorization.Authorizer, serverConfig.RuleResolver = standalone.NewAuthorizer()
-		if err := o.Features.ApplyTo(&serverConfig.Config, nil, nil); err != nil {
-			return nil, err
-		}
-	}
-	// The storm limiter admits first, before the aggregated chain's
-	// webhooks, so that a throttled write costs no webhook call; it checks
-	// the size again in the validating phase, after them. It decides once
-	// per request, even when an update is retried on a conflict.
-	stormPlugin := storm.New(o.Storm.Config())
-	if serverConfig.AdmissionControl != nil {
-		serverConfig.AdmissionControl = admission.NewChainHandler(stormPlugin, serverConfig.AdmissionControl)
-	} else {
-		serverConfig.AdmissionControl = stormPlugin
-	}
+	// Set-based field selectors are resolved once, before the chain, and
+	// the handlers decode the result (fieldselectors/setselector.go), in
+	// every mode: eventrecords take them as Events do.
 	serverConfig.RequestInfoResolver = fieldselectors.RequestInfoResolver(genericapiserver.NewRequestInfoResolver(&serverConfig.Config))
 	buildChain := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		// Set-based field selectors are rewritten before the handlers
-		// decode them (fieldselectors/setselector.go).
-		return buildChain(fieldselectors.WithSetSelectors(stormPlugin.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs)), c)
+		return fieldselectors.WithSetSelectors(buildChain(fieldselectors.WithResolvedSelectors(api), c), c.RequestInfoResolver)
+	}
+	events := c.EventMetrics.Counter()
+	if c.mode == apiserver.HistoryOnly {
+		return c.historyOnlyConfig(serverConfig, events)
 	}
 
-	history, err := o.History.Config(o.DataDir, o.Etcd.StorageConfig)
+	etcd := *c.Etcd
+	if p.etcdServers != nil {
+		etcd.StorageConfig.Transport.ServerList = p.etcdServers
+	}
+	if err := apiserver.ApplyStorageTo(serverConfig, &etcd, c.ttl, !c.embeddedEtcd, expiry.New(c.Expiry.Config(c.ttl))); err != nil {
+		return nil, err
+	}
+	// The storm limiter is an admission plugin (admission.go); limits
+	// gives it the --event-rate-limit-* flags and hands the handler chain
+	// the plugin the admission chain holds.
+	limits := storm.NewInitializer(c.Storm.Config())
+	if c.mode == apiserver.Aggregated {
+		if err := c.applyAggregatedTo(serverConfig, limits); err != nil {
+			return nil, err
+		}
+	} else {
+		serverConfig.Authentication.Authenticator = standalone.NewAuthenticator(p.adminToken)
+		serverConfig.Authorization.Authorizer, serverConfig.RuleResolver = standalone.NewAuthorizer()
+		// Priority and fairness reads its configuration from the
+		// flowcontrol.apiserver.k8s.io API, which only kube-apiserver
+		// serves; alone, the max-in-flight limits apply instead.
+		features := *c.Features
+		features.EnablePriorityAndFairness = false
+		if err := features.ApplyTo(&serverConfig.Config, nil, nil); err != nil {
+			return nil, err
+		}
+		if err := applyStandaloneAdmissionTo(&serverConfig.Config, c.Admission, limits); err != nil {
+			return nil, err
+		}
+	}
+	limiter := limits.Plugin()
+	withSelectors := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
+		if limiter != nil {
+			// The limiter decides once per request, even when an update
+			// is retried on a conflict, and refuses a writer that keeps
+			// writing once refused before the API handler starts.
+			api = limiter.WithEarlyRefusal(storm.WithChargeMemo(api), apiserver.Codecs)
+		}
+		return withSelectors(api, c)
+	}
+
+	history, err := c.History.Config(c.DataDir, etcd.StorageConfig)
 	if err != nil {
 		return nil, err
 	}
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
-		ExtraConfig:   apiserver.ExtraConfig{TTL: ttlRules, History: history},
+		ExtraConfig:   apiserver.ExtraConfig{TTL: c.ttl, History: history, Mode: c.mode, EventMetrics: events},
 	}, nil
 }
 

@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/timeline"
 )
 
@@ -75,9 +75,8 @@ func (f *liveFollower) follow(ctx context.Context, resourceVersion string, emit 
 // captures them a moment after etcd has them) come again from the feed at
 // the same Event resourceVersion, and the timeline drops them.
 type historyFollower struct {
-	history   rest.Interface
-	namespace string
-	selector  string
+	history  historyclient.EventRecordInterface
+	selector string
 }
 
 func (f *historyFollower) follow(ctx context.Context, resourceVersion string, emit func(historyv1alpha1.EventRecord) error) error {
@@ -85,12 +84,7 @@ func (f *historyFollower) follow(ctx context.Context, resourceVersion string, em
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = f.selector
 			opts.AllowWatchBookmarks = true
-			opts.Watch = true
-			return f.history.Get().
-				Namespace(f.namespace).
-				Resource("eventrecords").
-				VersionedParams(&opts, historyParameterCodec).
-				Watch(ctx)
+			return f.history.Watch(ctx, opts)
 		},
 	})
 	if err != nil {

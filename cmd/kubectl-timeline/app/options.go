@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/timeline"
 )
 
@@ -38,6 +39,8 @@ type Options struct {
 	// showManagedFields keeps the Events' managedFields in json and yaml,
 	// which kubectl's printers drop from top-level objects only.
 	showManagedFields bool
+	// web is set with --web: the story is served as a page instead.
+	web *webOptions
 
 	genericiooptions.IOStreams
 }
@@ -80,7 +83,7 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	history, err := newHistoryClient(config)
+	history, err := historyclient.NewForConfig(config)
 	if err != nil {
 		return nil, err
 	}
@@ -90,14 +93,24 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	}
 	o.sources = &sources{
 		events:    client.CoreV1().Events(namespace),
-		history:   history,
+		history:   history.EventRecords(namespace),
 		namespace: namespace,
 		object:    o.Object,
 		filter:    o.Filter,
 		chunkSize: f.ChunkSize,
 	}
 	o.live = &liveFollower{events: o.sources.events, selector: o.sources.liveSelector()}
-	o.history = &historyFollower{history: history, namespace: namespace, selector: o.sources.historySelector()}
+	o.history = &historyFollower{history: o.sources.history, selector: o.sources.historySelector()}
+
+	if f.Web {
+		if *f.PrintFlags.OutputFormat != "" {
+			return nil, fmt.Errorf("--web draws the timeline in the browser; it takes no -o")
+		}
+		if o.web, err = f.webOptions(config, mapper, client.CoreV1(), history); err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
 
 	switch format := *f.PrintFlags.OutputFormat; format {
 	case "", "wide":
@@ -133,10 +146,14 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Run prints the timeline, then follows it with -w.
+// Run prints the timeline, then follows it with -w; with --web it serves
+// the page instead.
 func (o *Options) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if o.web != nil {
+		return o.serveWeb(ctx)
 	}
 	tl := timeline.New()
 	resourceVersion, err := o.sources.listLive(ctx, func(r historyv1alpha1.EventRecord) { tl.Add(r) })

@@ -3,17 +3,17 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/timeline"
 )
 
@@ -25,12 +25,20 @@ const maxPages = 100000
 // history, with the same object, namespace and filters.
 type sources struct {
 	events    corev1client.EventInterface
-	history   rest.Interface
+	history   historyclient.EventRecordInterface
 	namespace string
 	object    Object
+	// uids, where set, names the objects by uid in place of object: the
+	// objects the page's owner tree found, whose own incarnations are not
+	// the story. The live API takes one (kube-apiserver has no set
+	// selectors), history up to maxSetValues.
+	uids      []string
 	filter    timeline.Filter
 	chunkSize int64
 }
+
+// maxSetValues is the most values event-apiserver takes in one `in` set.
+const maxSetValues = 16
 
 // typeSelector narrows a list to the one type asked for; with both types
 // (or none) every Event is listed.
@@ -45,10 +53,14 @@ func (s *sources) typeSelector() []fields.Selector {
 // apiVersion: Events reported about an older version of the kind belong to
 // the object's story too.
 func (s *sources) liveSelector() string {
-	return fields.AndSelectors(append([]fields.Selector{
+	object := []fields.Selector{
 		fields.OneTermEqualSelector("involvedObject.kind", s.object.Kind),
 		fields.OneTermEqualSelector("involvedObject.name", s.object.Name),
-	}, s.typeSelector()...)...).String()
+	}
+	if len(s.uids) > 0 {
+		object = []fields.Selector{fields.OneTermEqualSelector("involvedObject.uid", s.uids[0])}
+	}
+	return fields.AndSelectors(append(object, s.typeSelector()...)...).String()
 }
 
 // historySelector is the same query in events.k8s.io/v1's labels, which
@@ -59,41 +71,40 @@ func (s *sources) historySelector() string {
 		fields.OneTermEqualSelector("regarding.kind", s.object.Kind),
 		fields.OneTermEqualSelector("regarding.name", s.object.Name),
 	}, s.typeSelector()...)
+	prefix := ""
+	if len(s.uids) > 0 {
+		// fields.Selector has no set form; the server reads this one
+		// (pkg/fieldselectors/setselector.go).
+		selectors = s.typeSelector()
+		prefix = "regarding.uid in (" + strings.Join(s.uids, ",") + ")"
+	}
 	if !s.filter.Since.IsZero() {
 		selectors = append(selectors, fields.OneTermEqualSelector("since", s.filter.Since.UTC().Format(time.RFC3339Nano)))
 	}
-	return fields.AndSelectors(selectors...).String()
+	rest := fields.AndSelectors(selectors...).String()
+	switch {
+	case prefix == "":
+		return rest
+	case rest == "":
+		return prefix
+	}
+	return prefix + "," + rest
 }
 
 // listLive lists the live Events page by page and returns the
 // resourceVersion of the list, from which a watch continues.
 func (s *sources) listLive(ctx context.Context, add func(historyv1alpha1.EventRecord)) (string, error) {
 	opts := metav1.ListOptions{FieldSelector: s.liveSelector(), Limit: s.chunkSize}
-	resourceVersion := ""
-	for pages := 0; ; pages++ {
-		if pages == maxPages {
-			return "", fmt.Errorf("listing events: more than %d pages", maxPages)
-		}
-		list, err := s.events.List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		if resourceVersion == "" {
-			// The first page's: a continued list is a snapshot at it.
-			resourceVersion = list.ResourceVersion
-		}
+	return listPages(ctx, "events", opts, s.events.List, func(list *corev1.EventList) error {
 		for i := range list.Items {
 			r, err := timeline.LiveRecord(&list.Items[i])
 			if err != nil {
-				return "", fmt.Errorf("event %s/%s: %w", list.Items[i].Namespace, list.Items[i].Name, err)
+				return fmt.Errorf("event %s/%s: %w", list.Items[i].Namespace, list.Items[i].Name, err)
 			}
 			add(r)
 		}
-		if list.Continue == "" {
-			return resourceVersion, nil
-		}
-		opts.Continue = list.Continue
-	}
+		return nil
+	})
 }
 
 // listHistory lists the object's records page by page and returns the
@@ -102,49 +113,39 @@ func (s *sources) listLive(ctx context.Context, add func(historyv1alpha1.EventRe
 // newest.
 func (s *sources) listHistory(ctx context.Context, add func(historyv1alpha1.EventRecord)) (string, error) {
 	opts := metav1.ListOptions{FieldSelector: s.historySelector(), Limit: s.chunkSize}
-	resourceVersion := ""
-	for pages := 0; ; pages++ {
-		if pages == maxPages {
-			return "", fmt.Errorf("listing eventrecords: more than %d pages", maxPages)
-		}
-		list := &historyv1alpha1.EventRecordList{}
-		err := s.history.Get().
-			Namespace(s.namespace).
-			Resource("eventrecords").
-			VersionedParams(&opts, historyParameterCodec).
-			Do(ctx).
-			Into(list)
-		if err != nil {
-			return "", err
-		}
-		if resourceVersion == "" {
-			resourceVersion = list.ResourceVersion
-		}
+	return listPages(ctx, "eventrecords", opts, s.history.List, func(list *historyv1alpha1.EventRecordList) error {
 		for i := range list.Items {
 			add(list.Items[i])
 		}
-		if list.Continue == "" {
-			return resourceVersion, nil
-		}
-		opts.Continue = list.Continue
-	}
+		return nil
+	})
 }
 
-// historyParameterCodec encodes list options for the history group, where
-// v1alpha1's registration put ListOptions.
-var historyParameterCodec = runtime.NewParameterCodec(timeline.Scheme)
-
-// newHistoryClient is a REST client for history.eventapiserver.io/v1alpha1
-// that decodes into this repository's own EventRecord types.
-func newHistoryClient(config *rest.Config) (rest.Interface, error) {
-	c := rest.CopyConfig(config)
-	c.APIPath = "/apis"
-	c.GroupVersion = &historyv1alpha1.SchemeGroupVersion
-	c.NegotiatedSerializer = serializer.NewCodecFactory(timeline.Scheme).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
+// listPages follows a list's continue tokens, handing each page to page,
+// and returns the first page's resourceVersion: a continued list is a
+// snapshot at it, from which a watch continues.
+func listPages[L metav1.ListInterface](ctx context.Context, what string, opts metav1.ListOptions,
+	list func(context.Context, metav1.ListOptions) (L, error), page func(L) error) (string, error) {
+	resourceVersion := ""
+	for pages := 0; ; pages++ {
+		if pages == maxPages {
+			return "", fmt.Errorf("listing %s: more than %d pages", what, maxPages)
+		}
+		l, err := list(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		if pages == 0 {
+			resourceVersion = l.GetResourceVersion()
+		}
+		if err := page(l); err != nil {
+			return "", err
+		}
+		if l.GetContinue() == "" {
+			return resourceVersion, nil
+		}
+		opts.Continue = l.GetContinue()
 	}
-	return rest.RESTClientFor(c)
 }
 
 // historyUnavailable says, for an error listing history, why this server
@@ -157,7 +158,9 @@ func historyUnavailable(err error, namespace string) (string, bool) {
 	case err == nil:
 		return "", false
 	case apierrors.IsNotFound(err):
-		return fmt.Sprintf("history is not installed on this server (it serves no %s eventrecords)", historyv1alpha1.SchemeGroupVersion), true
+		// The server's message too: one with history off says how to
+		// turn it on (registry/history.Off).
+		return fmt.Sprintf("history is not installed on this server (it serves no %s eventrecords): %v", historyv1alpha1.SchemeGroupVersion, err), true
 	case apierrors.IsForbidden(err):
 		where := "in namespace " + namespace
 		if namespace == "" {

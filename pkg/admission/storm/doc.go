@@ -37,10 +37,12 @@
 //
 // # Where it runs
 //
-// The plugin charges in the mutating phase, first in the admission chain,
-// so a refused write costs no webhook call and no etcd round trip, once per
+// The plugin is registered as EventStormLimit (Register; on by default,
+// --disable-admission-plugins=EventStormLimit turns it off) and charges in
+// the mutating phase, first in the admission chain's recommended order, so
+// a refused write costs no webhook call and no etcd round trip, once per
 // request (WithChargeMemo: an update retried on a conflict runs admission
-// again). A reporter that keeps writing once refused is refused before the
+// again; a reinvocation of the mutating plugins does not charge again). A reporter that keeps writing once refused is refused before the
 // API handler (WithEarlyRefusal, pinned by TestEarlyRefusal): the
 // handler's managedFields pass and the admission chain were most of a
 // refusal's cost. It refuses an oversize Event in the validating phase, after the

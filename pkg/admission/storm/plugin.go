@@ -50,15 +50,27 @@ type Config struct {
 	Now func() time.Time
 }
 
-// New returns the plugin. It registers its metrics with the legacy registry
-// served on /metrics.
+// New returns the plugin with its limits, as the admission chain gets it
+// from Register and an Initializer. It registers its metrics with the legacy
+// registry served on /metrics.
 func New(c Config) *Plugin {
+	p := newUnconfigured()
+	p.configure(c)
+	return p
+}
+
+// newUnconfigured is the plugin before an Initializer gives it its limits.
+func newUnconfigured() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+}
+
+func (p *Plugin) configure(c Config) {
 	registerMetrics()
 	now := c.Now
 	if now == nil {
 		now = time.Now
 	}
-	l := newLimiter(limiterConfig{
+	p.limiter = newLimiter(limiterConfig{
 		Reporter:      [numOperations]Limit{opCreate: c.Create, opUpdate: c.Update},
 		Global:        c.Global,
 		ReporterBytes: c.ReporterBytes,
@@ -66,13 +78,9 @@ func New(c Config) *Plugin {
 		User:          c.User,
 		MaxReporters:  c.MaxReporters,
 	}, now)
-	current.Store(l)
-	return &Plugin{
-		Handler:       admission.NewHandler(admission.Create, admission.Update),
-		limiter:       l,
-		classes:       newClasses(now, forgetClass),
-		maxEventBytes: c.MaxEventBytes,
-	}
+	current.Store(p.limiter)
+	p.classes = newClasses(now, forgetClass)
+	p.maxEventBytes = c.MaxEventBytes
 }
 
 var _ admission.MutationInterface = &Plugin{}
@@ -106,7 +114,7 @@ func eventOf(a admission.Attributes) (*core.Event, operation, bool) {
 // not charged either.
 func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
 	event, op, ok := eventOf(a)
-	if !ok || a.IsDryRun() {
+	if !ok || a.IsDryRun() || reinvoked(a) {
 		return nil
 	}
 	size, err := storedSize(event)
@@ -126,6 +134,15 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, o admission.
 		memo.err, memo.decided = p.charge(event, op, size, a), true
 	}
 	return memo.err
+}
+
+// reinvoked reports whether this is the admission chain's second mutating
+// pass, which runs every in-tree plugin again when a mutating webhook with
+// reinvocationPolicy IfNeeded changed the object: the write was charged in
+// the first pass, and a refusal would have ended the chain there.
+func reinvoked(a admission.Attributes) bool {
+	rc := a.GetReinvocationContext()
+	return rc != nil && rc.IsReinvoke()
 }
 
 // Validate refuses an Event bigger than the limit with 413. It runs in the

@@ -54,28 +54,11 @@ func TestCapture(t *testing.T) {
 	defer s.Close()
 	store := &flakyStore{Store: s}
 	store.failures.Store(3)
-	encoder := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	put := func(ctx context.Context, name string, count int32) {
-		t.Helper()
-		event := &corev1.Event{
-			TypeMeta:       metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-			ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p", UID: "pod"},
-			Reason:         "R", Message: fmt.Sprint("count ", count), Count: count, LastTimestamp: metav1.Now(),
-		}
-		data, err := runtimeEncode(encoder, event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := client.Put(ctx, prefix+"ns/"+name, string(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	run := func(ctx context.Context) (stop func()) {
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		c := capture.New(capture.Config{
-			Client: client, Prefix: prefix, Store: store,
+		c := capture.New(capture.NewEtcdSource(capture.EtcdConfig{Client: client, Prefix: prefix}), capture.Config{
+			Store:         store,
 			Decoder:       apiserver.Codecs.UniversalDecoder(core.SchemeGroupVersion),
 			BatchSize:     7,
 			BatchInterval: 10 * time.Millisecond,
@@ -101,7 +84,7 @@ func TestCapture(t *testing.T) {
 
 	stop := run(ctx)
 	for i := 0; i < 100; i++ {
-		put(ctx, fmt.Sprint("e", i%40), int32(i/40+1))
+		putEvent(ctx, t, client, fmt.Sprint("e", i%40), int32(i/40+1))
 		want++
 	}
 	if _, err := client.Delete(ctx, prefix+"ns/e0"); err != nil {
@@ -112,7 +95,7 @@ func TestCapture(t *testing.T) {
 
 	// Written while no capture runs; the next resumes from the store.
 	for i := 0; i < 20; i++ {
-		put(ctx, fmt.Sprint("late", i), 1)
+		putEvent(ctx, t, client, fmt.Sprint("late", i), 1)
 		want++
 	}
 	stop = run(ctx)
@@ -151,8 +134,23 @@ func embeddedEtcd(t *testing.T) *clientv3.Client {
 	return client
 }
 
-func runtimeEncode(encoder *protobuf.Serializer, obj *corev1.Event) ([]byte, error) {
+// putEvent writes the Event ns/name straight into etcd, as the Kubernetes
+// storage stores it, and returns its revision.
+func putEvent(ctx context.Context, t *testing.T, client *clientv3.Client, name string, count int32) int64 {
+	t.Helper()
+	event := &corev1.Event{
+		TypeMeta:       metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
+		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p", UID: "pod"},
+		Reason:         "R", Message: fmt.Sprint("count ", count), Count: count, LastTimestamp: metav1.Now(),
+	}
 	var buf bytes.Buffer
-	err := encoder.Encode(obj, &buf)
-	return buf.Bytes(), err
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(event, &buf); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Put(ctx, prefix+"ns/"+name, buf.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
 }

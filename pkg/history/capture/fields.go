@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -14,8 +15,9 @@ import (
 var protoEnvelope = []byte("k8s\x00")
 
 // Field numbers of k8s.io/api/core/v1 generated.proto (and of runtime.Unknown
-// for the envelope) that history reads. Protobuf field numbers are the wire
-// format's contract: they never change once released.
+// for the envelope) that history reads beside its columns, whose own are in
+// history.Columns. Protobuf field numbers are the wire format's contract:
+// they never change once released.
 const (
 	unknownTypeMeta   = 1 // runtime.Unknown.typeMeta
 	unknownRaw        = 2 // runtime.Unknown.raw
@@ -23,27 +25,82 @@ const (
 	typeMetaVersion   = 1 // runtime.TypeMeta.apiVersion
 	typeMetaKind      = 2 // runtime.TypeMeta.kind
 	eventMetadata     = 1
-	eventInvolved     = 2
-	eventReason       = 3
 	eventFirst        = 6
 	eventLast         = 7
-	eventType         = 9
 	eventTime         = 10
 	eventSeries       = 11
-	eventRelated      = 13
-	eventReporting    = 14
-	metaName          = 1
-	metaNamespace     = 3
 	metaUID           = 5
 	metaCreation      = 8
-	refKind           = 1
-	refNamespace      = 2
-	refName           = 3
-	refUID            = 4
 	seriesLastObserve = 2
 	timeSeconds       = 1
 	timeNanos         = 2
 )
+
+// reading is one Event's fields as versionFromProto finds them.
+type reading struct {
+	v                                         history.Version
+	first, last, eventAt, created, seriesLast time.Time
+}
+
+var readings = sync.Pool{New: func() any { return new(reading) }}
+
+// protoField is what a length-delimited field of a message holds: a value
+// read (read), or a message whose fields hold more (fields, by number).
+type protoField struct {
+	read   func(r *reading, b []byte) bool
+	fields []*protoField
+}
+
+// add places read at path below f.
+func (f *protoField) add(read func(r *reading, b []byte) bool, path ...protowire.Number) {
+	for _, num := range path {
+		if int(num) >= len(f.fields) {
+			f.fields = append(f.fields, make([]*protoField, int(num)+1-len(f.fields))...)
+		}
+		if f.fields[num] == nil {
+			f.fields[num] = &protoField{}
+		}
+		f = f.fields[num]
+	}
+	f.read = read
+}
+
+// walk reads the fields of message b that f knows.
+func (f *protoField) walk(r *reading, b []byte) bool {
+	return eachField(b, func(num protowire.Number, typ protowire.Type, b []byte) bool {
+		if typ != protowire.BytesType || int(num) >= len(f.fields) || f.fields[num] == nil {
+			return true
+		}
+		if field := f.fields[num]; field.read != nil {
+			return field.read(r, b)
+		}
+		return f.fields[num].walk(r, b)
+	})
+}
+
+// eventFields is the core/v1 Event message as capture reads it: every
+// history column where history.Columns says it is, and the uid and times.
+var eventFields = func() *protoField {
+	event := &protoField{}
+	for i := range history.Columns {
+		value := history.Columns[i].Value
+		event.add(func(r *reading, b []byte) bool { *value(&r.v) = string(b); return true }, history.Columns[i].Proto...)
+	}
+	event.add(func(r *reading, b []byte) bool { r.v.UID = string(b); return true }, eventMetadata, metaUID)
+	readTime := func(at func(r *reading) *time.Time, micro bool) func(r *reading, b []byte) bool {
+		return func(r *reading, b []byte) bool {
+			t, ok := protoTime(b, micro)
+			*at(r) = t
+			return ok
+		}
+	}
+	event.add(readTime(func(r *reading) *time.Time { return &r.created }, false), eventMetadata, metaCreation)
+	event.add(readTime(func(r *reading) *time.Time { return &r.first }, false), eventFirst)
+	event.add(readTime(func(r *reading) *time.Time { return &r.last }, false), eventLast)
+	event.add(readTime(func(r *reading) *time.Time { return &r.eventAt }, true), eventTime)
+	event.add(readTime(func(r *reading) *time.Time { return &r.seriesLast }, true), eventSeries, seriesLastObserve)
+	return event
+}()
 
 // versionFromProto reads what history.NewVersion takes from a decoded Event
 // straight from a core/v1 Event's protobuf, without decoding the rest
@@ -58,81 +115,28 @@ func versionFromProto(value []byte, revision int64, observedAt time.Time) (histo
 	if !ok {
 		return history.Version{}, false
 	}
-	v := history.Version{Revision: revision, ObservedAt: observedAt, Object: value}
-	var first, last, eventAt, created, seriesLast time.Time
-	ok = eachField(raw, func(num protowire.Number, typ protowire.Type, b []byte) bool {
-		if typ != protowire.BytesType {
-			return true
-		}
-		switch num {
-		case eventMetadata:
-			return eachField(b, func(num protowire.Number, typ protowire.Type, b []byte) bool {
-				if typ != protowire.BytesType {
-					return true
-				}
-				switch num {
-				case metaName:
-					v.Name = string(b)
-				case metaNamespace:
-					v.Namespace = string(b)
-				case metaUID:
-					v.UID = string(b)
-				case metaCreation:
-					var ok bool
-					created, ok = protoTime(b, false)
-					return ok
-				}
-				return true
-			})
-		case eventInvolved:
-			return reference(b, &v.RegardingKind, &v.RegardingNamespace, &v.RegardingName, &v.RegardingUID)
-		case eventRelated:
-			var kind, namespace string
-			return reference(b, &kind, &namespace, &v.RelatedName, &v.RelatedUID)
-		case eventReason:
-			v.Reason = string(b)
-		case eventType:
-			v.Type = string(b)
-		case eventReporting:
-			v.ReportingController = string(b)
-		case eventFirst, eventLast, eventTime:
-			t, ok := protoTime(b, num == eventTime)
-			switch num {
-			case eventFirst:
-				first = t
-			case eventLast:
-				last = t
-			default:
-				eventAt = t
-			}
-			return ok
-		case eventSeries:
-			return eachField(b, func(num protowire.Number, typ protowire.Type, b []byte) bool {
-				if num == seriesLastObserve && typ == protowire.BytesType {
-					var ok bool
-					seriesLast, ok = protoTime(b, true)
-					return ok
-				}
-				return true
-			})
-		}
-		return true
-	})
-	if !ok {
+	// The readings are pooled: the table's readers are called as func
+	// values, which escape analysis cannot follow, and one reading a
+	// version was a 416-byte allocation on capture's hottest path.
+	r := readings.Get().(*reading)
+	defer readings.Put(r)
+	*r = reading{v: history.Version{Revision: revision, ObservedAt: observedAt, Object: value}}
+	if !eventFields.walk(r, raw) {
 		return history.Version{}, false
 	}
+	v := r.v
 	// history.LastSeen's order, over the same fields.
 	switch {
-	case !seriesLast.IsZero():
-		v.LastSeen = seriesLast
-	case !last.IsZero():
-		v.LastSeen = last
-	case !eventAt.IsZero():
-		v.LastSeen = eventAt
-	case !first.IsZero():
-		v.LastSeen = first
+	case !r.seriesLast.IsZero():
+		v.LastSeen = r.seriesLast
+	case !r.last.IsZero():
+		v.LastSeen = r.last
+	case !r.eventAt.IsZero():
+		v.LastSeen = r.eventAt
+	case !r.first.IsZero():
+		v.LastSeen = r.first
 	default:
-		v.LastSeen = created
+		v.LastSeen = r.created
 	}
 	if v.LastSeen.IsZero() {
 		v.LastSeen = observedAt
@@ -174,26 +178,6 @@ func eventBytes(value []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return raw, true
-}
-
-// reference reads an ObjectReference's kind, namespace, name and uid.
-func reference(b []byte, kind, namespace, name, uid *string) bool {
-	return eachField(b, func(num protowire.Number, typ protowire.Type, b []byte) bool {
-		if typ != protowire.BytesType {
-			return true
-		}
-		switch num {
-		case refKind:
-			*kind = string(b)
-		case refNamespace:
-			*namespace = string(b)
-		case refName:
-			*name = string(b)
-		case refUID:
-			*uid = string(b)
-		}
-		return true
-	})
 }
 
 // protoTime reads a metav1.Time (micro false) or MicroTime as their

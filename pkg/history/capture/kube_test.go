@@ -186,7 +186,7 @@ type kubeCaptureTest struct {
 	client *fake.Clientset
 	store  history.Store
 	sqlite *sqlite.Store
-	// behindTimeout is capture's Config.BehindTimeout; zero: its default.
+	// behindTimeout is the source's BehindTimeout; zero: its default.
 	behindTimeout time.Duration
 }
 
@@ -203,13 +203,13 @@ func newKubeCaptureTest(t *testing.T) *kubeCaptureTest {
 func (k *kubeCaptureTest) run(maxQueueBytes int64) (c *capture.Capture, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	c = capture.New(capture.Config{
-		Kubernetes: k.client, Store: k.store,
+	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: k.client, BehindTimeout: k.behindTimeout})
+	c = capture.New(source, capture.Config{
+		Store:         k.store,
 		Decoder:       apiserver.Codecs.UniversalDecoder(core.SchemeGroupVersion),
 		BatchSize:     7,
 		BatchInterval: 10 * time.Millisecond,
 		MaxQueueBytes: maxQueueBytes,
-		BehindTimeout: k.behindTimeout,
 	})
 	go func() { defer close(done); c.Run(ctx) }()
 	return c, func() { cancel(); <-done }
@@ -236,11 +236,11 @@ func (k *kubeCaptureTest) versions() map[string]bool {
 func (k *kubeCaptureTest) waitProgress(rv int64) {
 	k.t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, ok, err := k.store.Progress(ctx, capture.KubernetesSource)
+		got, ok, err := k.store.Progress(ctx, capture.KubernetesProgressKey)
 		return err == nil && ok && got >= rv, nil
 	})
 	if err != nil {
-		got, _, _ := k.store.Progress(context.Background(), capture.KubernetesSource)
+		got, _, _ := k.store.Progress(context.Background(), capture.KubernetesProgressKey)
 		k.t.Fatalf("progress %d, want %d", got, rv)
 	}
 }
@@ -357,7 +357,7 @@ func TestKubeCaptureExpired(t *testing.T) {
 	k.waitProgress(k.api.rv)
 	stop()
 
-	lostBefore := counter(t, history.RelistLostVersions)
+	lostBefore := counterOf(t, history.RelistLostVersions, "kubernetes")
 	expiredBefore := relists(t, "expired")
 	// Away: "updated" gets three more versions of which the list shows the
 	// last, "created" three of which likewise, "deleted" goes.
@@ -382,7 +382,7 @@ func TestKubeCaptureExpired(t *testing.T) {
 			t.Errorf("%s is in history, yet the fake kube-apiserver never served it", v)
 		}
 	}
-	if n := counter(t, history.RelistLostVersions) - lostBefore; int(n) != len(lost) {
+	if n := counterOf(t, history.RelistLostVersions, "kubernetes") - lostBefore; int(n) != len(lost) {
 		t.Errorf("lost versions metric grew by %v, %d versions were lost", n, len(lost))
 	}
 	if k.deletedAt("deleted") == nil {
@@ -416,7 +416,7 @@ func TestKubeCaptureRestored(t *testing.T) {
 	stored := k.api.rv
 
 	restoredBefore := relists(t, "restored")
-	rewoundBefore := counter(t, history.RelistRewoundRevisions)
+	rewoundBefore := counterOf(t, history.RelistRewoundRevisions, "kubernetes")
 	k.api.mu.Lock()
 	k.api.rv, k.api.oldest, k.api.log = backupRV, backupRV, nil
 	k.api.events = map[string]*corev1.Event{"kept": backup}
@@ -426,17 +426,17 @@ func TestKubeCaptureRestored(t *testing.T) {
 	_, stop = k.run(1 << 20)
 	defer stop()
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, _, err := k.store.Progress(ctx, capture.KubernetesSource)
+		got, _, err := k.store.Progress(ctx, capture.KubernetesProgressKey)
 		return err == nil && got == newRV, nil
 	})
 	if err != nil {
-		got, _, _ := k.store.Progress(context.Background(), capture.KubernetesSource)
+		got, _, _ := k.store.Progress(context.Background(), capture.KubernetesProgressKey)
 		t.Fatalf("progress %d, want it rewound to %d", got, newRV)
 	}
 	if got := relists(t, "restored") - restoredBefore; got != 1 {
 		t.Errorf("%v relists for a restore, want 1", got)
 	}
-	if got := counter(t, history.RelistRewoundRevisions) - rewoundBefore; got != float64(stored-(newRV)) {
+	if got := counterOf(t, history.RelistRewoundRevisions, "kubernetes") - rewoundBefore; got != float64(stored-(newRV)) {
 		t.Errorf("rewound revisions metric grew by %v, want %d", got, stored-newRV)
 	}
 	// The watch follows from the rewound resourceVersion.
@@ -467,7 +467,7 @@ func counter(t *testing.T, c metrics.CounterMetric) float64 {
 
 func relists(t *testing.T, reason string) float64 {
 	t.Helper()
-	v, err := testutil.GetCounterMetricValue(history.Relists.WithLabelValues(reason))
+	v, err := testutil.GetCounterMetricValue(history.Relists.WithLabelValues("kubernetes", reason))
 	if err != nil {
 		t.Fatal(err)
 	}

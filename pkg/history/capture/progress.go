@@ -3,54 +3,49 @@ package capture
 import (
 	"sync"
 	"time"
-
-	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-
-	"github.com/eventapiserver/event-apiserver/pkg/history"
 )
 
-var rpctypesErrCompacted = rpctypes.ErrCompacted
-
-// revisions keeps the two revisions the lag metric compares.
-var revisions struct {
+// lag keeps the two revisions the lag metric compares, for one source.
+type lag struct {
 	sync.Mutex
-	etcd, captured int64
+	m              *sourceMetrics
+	newest, stored int64
 }
 
-// EtcdRevisionSeen records the newest etcd revision capture heard of.
-func EtcdRevisionSeen(rev int64) {
-	revisions.Lock()
-	defer revisions.Unlock()
-	revisions.etcd = max(revisions.etcd, rev)
-	publishLagLocked()
+// seen records the newest revision capture heard of from the source.
+func (l *lag) seen(rev int64) {
+	l.Lock()
+	defer l.Unlock()
+	l.newest = max(l.newest, rev)
+	l.publishLocked()
 }
 
-func capturedRevision(rev int64) {
-	revisions.Lock()
-	defer revisions.Unlock()
-	revisions.captured = max(revisions.captured, rev)
-	revisions.etcd = max(revisions.etcd, rev)
-	publishLagLocked()
+func (l *lag) captured(rev int64) {
+	l.Lock()
+	defer l.Unlock()
+	l.stored = max(l.stored, rev)
+	l.newest = max(l.newest, rev)
+	l.publishLocked()
 }
 
-// rewindRevisions starts the lag metric over at rev after kube-apiserver's
-// revisions went back (kube.go, an etcd restored from a backup).
-func rewindRevisions(rev int64) {
-	revisions.Lock()
-	defer revisions.Unlock()
-	revisions.captured = rev
-	revisions.etcd = rev
-	publishLagLocked()
+// rewind starts the lag metric over at rev after the source's revisions
+// went back (kube.go, an etcd restored from a backup).
+func (l *lag) rewind(rev int64) {
+	l.Lock()
+	defer l.Unlock()
+	l.stored = rev
+	l.newest = rev
+	l.publishLocked()
 }
 
-func publishLagLocked() {
-	history.EtcdRevision.Set(float64(revisions.etcd))
-	history.CapturedRevision.Set(float64(revisions.captured))
-	history.LagRevisions.Set(float64(revisions.etcd - revisions.captured))
+func (l *lag) publishLocked() {
+	l.m.newest.Set(float64(l.newest))
+	l.m.revision.Set(float64(l.stored))
+	l.m.lagRevisions.Set(float64(l.newest - l.stored))
 }
 
 // updateLag publishes the age of the oldest change not yet stored.
-func updateLag(pending []item) {
+func (c *Capture) updateLag(pending []*queued) {
 	var oldest time.Time
 	for _, it := range pending {
 		if !it.received.IsZero() {
@@ -59,22 +54,22 @@ func updateLag(pending []item) {
 		}
 	}
 	if oldest.IsZero() {
-		history.LagSeconds.Set(0)
+		c.metrics.lagSeconds.Set(0)
 		return
 	}
-	history.LagSeconds.Set(time.Since(oldest).Seconds())
+	c.metrics.lagSeconds.Set(time.Since(oldest).Seconds())
 }
 
+// queueGauge is the bytes in one capture's queue.
 type queueGauge struct {
 	sync.Mutex
+	m     *sourceMetrics
 	bytes int64
 }
-
-var queuedBytes queueGauge
 
 func (q *queueGauge) add(n int64) {
 	q.Lock()
 	defer q.Unlock()
 	q.bytes += n
-	history.QueueBytes.Set(float64(q.bytes))
+	q.m.queueBytes.Set(float64(q.bytes))
 }

@@ -8,11 +8,13 @@ import (
 )
 
 // readiness tracks whether capture holds the state it started from: the
-// resourceVersion it resumed from, or the end of its first relist, stored,
-// and the last write to the store succeeded.
+// revision it resumed from, or the end of its first relist, stored, and the
+// last write to the store succeeded.
 type readiness struct {
 	sync.Mutex
-	// from is the revision capture started from; 0 until it knows it.
+	// started says from is known: the position capture first started
+	// after (the first Start, and the relist it asked for, returned).
+	started bool
 	from    int64
 	stored  int64
 	lastErr error
@@ -21,7 +23,8 @@ type readiness struct {
 func (c *Capture) startedFrom(rev int64) {
 	c.ready.Lock()
 	defer c.ready.Unlock()
-	if c.ready.from == 0 {
+	if !c.ready.started {
+		c.ready.started = true
 		c.ready.from = rev
 	}
 }
@@ -41,24 +44,38 @@ func (r *readiness) failed(err error) {
 
 // Ready reports nil once capture has stored the state it started from
 // and its last write to the store succeeded. A capture that later loses
-// kube-apiserver stays ready: history it holds is still served, and the
-// lag metrics say how far behind it is.
+// its source stays ready: history it holds is still served, and the lag
+// metrics say how far behind it is.
 func (c *Capture) Ready() error {
 	c.ready.Lock()
 	defer c.ready.Unlock()
 	switch {
 	case c.ready.lastErr != nil:
 		return fmt.Errorf("history store: %w", c.ready.lastErr)
-	case c.ready.from == 0 || c.ready.stored < c.ready.from:
+	case !c.ready.started || c.ready.stored < c.ready.from:
 		return errors.New("history capture has not stored its starting point yet")
 	}
 	return nil
 }
 
-// ReadyzCheck is Ready as a /readyz check named event-history-capture.
-func (c *Capture) ReadyzCheck() readyzCheck { return readyzCheck{c} }
+// ReadyzCheck is the captures' Ready as one /readyz check named
+// event-history-capture: ready once every capture is. With several, an
+// error names the sources that are not.
+func ReadyzCheck(captures ...*Capture) readyzCheck { return readyzCheck(captures) }
 
-type readyzCheck struct{ c *Capture }
+type readyzCheck []*Capture
 
-func (readyzCheck) Name() string                  { return "event-history-capture" }
-func (r readyzCheck) Check(_ *http.Request) error { return r.c.Ready() }
+func (readyzCheck) Name() string { return "event-history-capture" }
+
+func (r readyzCheck) Check(_ *http.Request) error {
+	if len(r) == 1 {
+		return r[0].Ready()
+	}
+	var errs []error
+	for _, c := range r {
+		if err := c.Ready(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.source.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}

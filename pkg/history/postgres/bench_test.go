@@ -49,11 +49,11 @@ func BenchmarkListOneObjectWeek(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `ANALYZE`); err != nil {
+	if _, err := s.d.pool.Exec(ctx, `ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
 	var exact int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_versions`).Scan(&exact); err != nil || exact != int64(rows) {
+	if err := s.d.pool.QueryRow(ctx, `SELECT count(*) FROM event_versions`).Scan(&exact); err != nil || exact != int64(rows) {
 		b.Fatalf("%d versions stored (%v), want %d", exact, err, rows)
 	}
 	stats, err := s.Stats(ctx)

@@ -17,20 +17,29 @@ import (
 
 var databases atomic.Int64
 
-// openTest opens a store in a new database of the cluster at dsn.
-func openTest(t *testing.T, dsn string) *Store {
+// connect opens a connection to dsn, closed when the test ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// newDatabase makes a database in the cluster at dsn and returns its DSN.
+func newDatabase(t *testing.T, dsn string) string {
+	t.Helper()
 	name := fmt.Sprintf("history_%d", databases.Add(1))
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(ctx, strings.Replace(dsn, "dbname=postgres", "dbname="+name, 1))
+	exec(t, dsn, "CREATE DATABASE "+name)
+	return strings.Replace(dsn, "dbname=postgres", "dbname="+name, 1)
+}
+
+// openTest opens a store in a new database of the cluster at dsn.
+func openTest(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), newDatabase(t, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +82,7 @@ func TestRetainDropsDays(t *testing.T) {
 	if err != nil || n != 10 {
 		t.Fatalf("age retention dropped %d (%v), want the first day's 10", n, err)
 	}
-	parts, err := s.partitions(ctx)
+	parts, err := s.d.partitions(ctx)
 	if err != nil || len(parts) != 3 {
 		t.Fatalf("%d partitions (%v), want 3", len(parts), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -150,83 +151,181 @@ func TestWriteMany(t *testing.T) {
 	}
 }
 
-// TestMigrateV1: a file written by schema version 1 (no user_version, a
+// v1Schema is what servers of schema version 1 made: no user_version, a
 // primary key on (revision, uid), versions_by_name and versions_by_observed,
-// no feed) opens with its rows, at the feed's origin, takes writes
-// idempotently, feeds the new ones and says the current version; a file
-// from a newer schema is refused.
-func TestMigrateV1(t *testing.T) {
+// no feed.
+const v1Schema = `
+CREATE TABLE versions (
+	uid TEXT NOT NULL,
+	revision INTEGER NOT NULL,
+	namespace TEXT NOT NULL,
+	name TEXT NOT NULL,
+	regarding_uid TEXT NOT NULL,
+	regarding_name TEXT NOT NULL,
+	regarding_namespace TEXT NOT NULL,
+	regarding_kind TEXT NOT NULL,
+	related_uid TEXT NOT NULL,
+	related_name TEXT NOT NULL,
+	reason TEXT NOT NULL,
+	type TEXT NOT NULL,
+	reporting_controller TEXT NOT NULL,
+	last_seen INTEGER NOT NULL,
+	observed_at INTEGER NOT NULL,
+	object BLOB NOT NULL,
+	PRIMARY KEY (revision, uid)
+);
+CREATE INDEX versions_by_time ON versions (last_seen DESC, revision DESC);
+CREATE INDEX versions_by_namespace ON versions (namespace, last_seen DESC, revision DESC);
+CREATE INDEX versions_by_name ON versions (namespace, name, revision);
+CREATE INDEX versions_by_regarding_uid ON versions (regarding_uid, last_seen DESC, revision DESC);
+CREATE INDEX versions_by_regarding_name ON versions (regarding_name, last_seen DESC, revision DESC);
+CREATE INDEX versions_by_related_uid ON versions (related_uid, last_seen DESC, revision DESC) WHERE related_uid != '';
+CREATE INDEX versions_by_related_name ON versions (related_name, last_seen DESC, revision DESC) WHERE related_name != '';
+CREATE TABLE deletions (
+	uid TEXT PRIMARY KEY,
+	revision INTEGER NOT NULL,
+	deleted_at INTEGER NOT NULL
+);
+CREATE TABLE counters (
+	name TEXT PRIMARY KEY,
+	value INTEGER NOT NULL
+);
+CREATE TABLE progress (
+	source TEXT PRIMARY KEY,
+	revision INTEGER NOT NULL
+);
+CREATE INDEX versions_by_observed ON versions (observed_at);
+`
+
+// legacySchemas are the files of the servers before the versioned core, by
+// their user_version: each what the one before it became.
+var legacySchemas = map[int]string{
+	1: v1Schema,
+	2: strings.NewReplacer("CREATE INDEX versions_by_name ON", "CREATE UNIQUE INDEX versions_by_key ON",
+		"CREATE INDEX versions_by_observed ON versions (observed_at);\n", "PRAGMA user_version = 2;\n").Replace(v1Schema),
+}
+
+func init() {
+	legacySchemas[3] = strings.Replace(legacySchemas[2], "PRAGMA user_version = 2;", `
+ALTER TABLE versions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE deletions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX versions_by_seq ON versions (seq) WHERE seq > 0;
+CREATE INDEX versions_by_uid ON versions (uid, revision);
+CREATE INDEX deletions_by_seq ON deletions (seq) WHERE seq > 0;
+CREATE TABLE feed (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	position INTEGER NOT NULL,
+	floor INTEGER NOT NULL
+);
+INSERT INTO feed (id, position, floor) VALUES (1, 1, 1);
+PRAGMA user_version = 3;`, 1)
+	legacySchemas[4] = strings.Replace(legacySchemas[3], "PRAGMA user_version = 3;",
+		"ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;\nPRAGMA user_version = 4;", 1)
+}
+
+// TestMigrate: a file written by each schema version before the versioned
+// core opens with its rows, at the feed's origin, takes writes
+// idempotently, feeds the new ones, says the current version, and has the
+// columns and indexes of a new file.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	fresh := openTest(t)
+	for version := 1; version <= 4; version++ {
+		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "history.db")
+			old, err := sql.Open("sqlite", "file:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := old.Exec(legacySchemas[version]); err != nil {
+				t.Fatal(err)
+			}
+			insert, args := storetest.LegacyInsert("versions", func(int) string { return "?" })
+			if _, err := old.Exec(insert, args...); err != nil {
+				t.Fatal(err)
+			}
+			old.Close()
+
+			s, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			storetest.Migrated(t, s, schema.Known())
+			if st, err := s.Stats(ctx); err != nil || st.Rows != 2 {
+				t.Fatalf("rows = %d (%v), want 2", st.Rows, err)
+			}
+			var user int
+			if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&user); err != nil || user != schema.Known() {
+				t.Fatalf("user_version = %d (%v), want %d", user, err, schema.Known())
+			}
+			for _, table := range []string{"versions", "deletions", "feed", "counters", "progress", "history_schema"} {
+				query := `SELECT name || ' ' || type || ' ' || "notnull" || ' ' || coalesce(dflt_value, '') FROM pragma_table_info('` + table + `') ORDER BY name`
+				if got, want := dump(t, s.read, query), dump(t, fresh.read, query); got != want {
+					t.Errorf("%s's columns after migration:\n%s\nin a new file:\n%s", table, got, want)
+				}
+			}
+			// A version 1 file keeps its primary key's index; no other differs.
+			indexes := `SELECT name || ': ' || sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name`
+			if got, want := dump(t, s.read, indexes), dump(t, fresh.read, indexes); normalize(got) != normalize(want) {
+				t.Errorf("indexes after migration:\n%s\nin a new file:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// normalize folds the spelling of index definitions (IF NOT EXISTS, white
+// space) that the files' history varies in.
+func normalize(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, " IF NOT EXISTS", "")), " ")
+}
+
+// TestNewerSchema: a file a newer server migrated opens; this server
+// refuses to write it, saying why, and reads it unless the newer schema
+// says servers of this version read it wrongly.
+func TestNewerSchema(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "history.db")
-	old, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := strings.Replace(strings.TrimSuffix(schema, feedSchema), ",\n\tseq INTEGER NOT NULL DEFAULT 0,\n\tfirst_seq INTEGER NOT NULL DEFAULT 0\n);", "\n);", 1)
-	v1 = strings.ReplaceAll(v1, ",\n\tseq INTEGER NOT NULL DEFAULT 0\n);", "\n);")
-	v1 = strings.Replace(v1, "\tobject BLOB NOT NULL\n);", "\tobject BLOB NOT NULL,\n\tPRIMARY KEY (revision, uid)\n);", 1)
-	v1 = strings.Replace(v1, "CREATE UNIQUE INDEX IF NOT EXISTS versions_by_key", "CREATE INDEX IF NOT EXISTS versions_by_name", 1)
-	v1 += "CREATE INDEX IF NOT EXISTS versions_by_observed ON versions (observed_at);"
-	if _, err := old.Exec(v1); err != nil {
-		t.Fatal(err)
-	}
-	a := storetest.Version("a", 1, "p", 1)
-	if _, err := old.Exec(`INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.UID, a.Revision, a.Namespace, a.Name, a.RegardingUID, a.RegardingName, a.RegardingNamespace, a.RegardingKind,
-		a.RelatedUID, a.RelatedName, a.Reason, a.Type, a.ReportingController, a.LastSeen.UnixNano(), a.ObservedAt.UnixNano(), a.Object); err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
-
 	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := history.Batch{Versions: []history.Version{a, storetest.Version("b", 2, "p", 2)}}
-	for range 2 {
-		if err := s.Write(ctx, batch); err != nil {
+	if err := s.Write(ctx, history.Batch{Source: "src", Revision: 1, Versions: []history.Version{storetest.Version("a", 1, "p", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	known := schema.Known()
+	for _, tc := range []struct {
+		readableFrom int
+		reads        bool
+	}{{known, true}, {known + 1, false}} {
+		if _, err := s.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, known+1)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if st, err := s.Stats(ctx); err != nil || st.Rows != 2 {
-		t.Fatalf("rows = %d (%v), want 2", st.Rows, err)
-	}
-	got, err := s.List(ctx, history.Query{})
-	if err != nil || len(got) != 2 {
-		t.Fatalf("listed %d (%v), want 2", len(got), err)
-	}
-	// b is new: in the feed. a was stored before it: at the origin.
-	if got[0].UID != "b" || got[0].Position <= history.FeedOrigin || got[1].Position != history.FeedOrigin {
-		t.Errorf("positions after migration: %s at %d, %s at %d", got[0].UID, got[0].Position, got[1].UID, got[1].Position)
-	}
-	if changes, err := s.Changes(ctx, history.ChangeQuery{After: history.FeedOrigin, Through: got[0].Position}); err != nil || len(changes) != 1 || changes[0].UID != "b" {
-		t.Errorf("feed after migration: %v (%v), want b only", changes, err)
-	}
-	var version int
-	var indexes string
-	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != schemaVersion {
-		t.Fatalf("user_version = %d (%v), want %d", version, err, schemaVersion)
-	}
-	if err := s.db.QueryRow(`SELECT group_concat(name, ' ') FROM sqlite_schema WHERE type = 'index' AND name LIKE 'versions_by_%'`).Scan(&indexes); err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, name := range strings.Fields(indexes) {
-		have[name] = true
-	}
-	if have["versions_by_observed"] || have["versions_by_name"] || !have["versions_by_key"] {
-		t.Errorf("indexes after migration: %s", indexes)
-	}
-	if _, err := s.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion+1)); err != nil {
-		t.Fatal(err)
+		if _, err := s.db.Exec(`UPDATE history_schema SET version = ?, readable_from = ?`, known+1, tc.readableFrom); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if s, err = Open(path); err != nil {
+			t.Fatalf("a file of a newer schema did not open: %v", err)
+		}
+		if err := s.Write(ctx, history.Batch{Versions: []history.Version{storetest.Version("b", 2, "p", 2)}}); !errors.Is(err, history.ErrSchemaNewer) {
+			t.Errorf("readable from %d: a write was answered %v, want a refusal", tc.readableFrom, err)
+		}
+		if _, err := s.Retain(ctx, time.Now(), 0, 10); !errors.Is(err, history.ErrSchemaNewer) {
+			t.Errorf("readable from %d: retention was answered %v, want a refusal", tc.readableFrom, err)
+		}
+		got, err := s.List(ctx, history.Query{})
+		if tc.reads && (err != nil || len(got) != 1) {
+			t.Errorf("readable from %d: list: %d records, %v; want the one stored", tc.readableFrom, len(got), err)
+		}
+		if !tc.reads && !errors.Is(err, history.ErrSchemaNewer) {
+			t.Errorf("readable from %d: list answered %v, want a refusal", tc.readableFrom, err)
+		}
+		if err := s.Schema().WriteError(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("version %d", known+1)) {
+			t.Errorf("the refusal says %v", err)
+		}
 	}
 	s.Close()
-	if s, err := Open(path); err == nil {
-		s.Close()
-		t.Fatal("a file of a newer schema version opened")
-	} else if !strings.Contains(err.Error(), fmt.Sprintf("schema version %d", schemaVersion+1)) {
-		t.Errorf("refusal says %q", err)
-	}
 }
 
 // TestPageCachePool checks that cached pages come from the pool Open gives

@@ -1,5 +1,6 @@
 // Package storetest is the suite every history.Store passes: idempotent
-// writes, progress, the read order and filters of List, and the feed: its
+// writes, progress, the read order and filters of List (the note column's
+// too), and the feed: its
 // order, ends, filters, floor, and no change committed behind a position a
 // reader has read, under concurrent writers.
 package storetest
@@ -18,6 +19,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("write is idempotent", func(t *testing.T) { testWriteIsIdempotent(t, open(t)) })
 	t.Run("list", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("gone", func(t *testing.T) { testGone(t, open(t)) })
+	t.Run("note", func(t *testing.T) { testNote(t, open(t)) })
 	runFeed(t, open)
 }
 

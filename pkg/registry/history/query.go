@@ -9,52 +9,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 
-	"github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	store "github.com/eventapiserver/event-apiserver/pkg/history"
 )
-
-// The time window is two pseudo field labels, so plain kubectl carries it:
-// --field-selector regarding.uid=U,since=168h.
-const (
-	labelSince = "since"
-	labelUntil = "until"
-)
-
-// AddFieldLabelConversions makes EventRecords accept the events.k8s.io/v1
-// field labels, spelled and answered as there, plus since and until.
-func AddFieldLabelConversions(scheme *runtime.Scheme) error {
-	return scheme.AddFieldLabelConversionFunc(v1alpha1.SchemeGroupVersion.WithKind("EventRecord"),
-		func(label, value string) (string, string, error) {
-			if base := fieldselectors.FieldLabel(label); base == labelSince || base == labelUntil {
-				return label, value, nil
-			}
-			internal, ok := fieldselectors.EventsV1Label(label)
-			if !ok {
-				return "", "", fmt.Errorf("field label not supported: %s", fieldselectors.LabelAsSent(label))
-			}
-			return internal, value, nil
-		})
-}
-
-// columns are the internal fields the store filters on; the others are
-// matched on the decoded Event.
-var columns = map[string]store.Column{
-	"metadata.namespace":       store.ColumnNamespace,
-	"metadata.name":            store.ColumnName,
-	"involvedObject.uid":       store.ColumnRegardingUID,
-	"involvedObject.name":      store.ColumnRegardingName,
-	"involvedObject.namespace": store.ColumnRegardingNamespace,
-	"involvedObject.kind":      store.ColumnRegardingKind,
-	"related.uid":              store.ColumnRelatedUID,
-	"related.name":             store.ColumnRelatedName,
-	"reason":                   store.ColumnReason,
-	"type":                     store.ColumnType,
-	"reportingComponent":       store.ColumnReportingController,
-}
 
 // selection is a parsed list request: the store query, and the field
 // selector (window removed) every returned Event must also match.
@@ -64,45 +23,46 @@ type parsed struct {
 }
 
 // parseFieldSelector splits an internal-label field selector into store
-// conditions, the time window, and the selector matched in memory.
+// conditions, the time window (fieldselectors.Since and Until), and the
+// selector matched in memory.
 func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error) {
 	p := parsed{field: fields.Everything()}
-	if selector == nil {
-		return p, nil
-	}
-	var rest []fields.Requirement
-	for _, r := range selector.Requirements() {
-		req := fieldselectors.ReadRequirement(r)
-		if req.Field == labelSince || req.Field == labelUntil {
-			if r.Field != req.Field || (r.Operator != selection.Equals && r.Operator != selection.DoubleEquals) {
+	var rest []fieldselectors.Requirement
+	for _, req := range fieldselectors.Read(selector) {
+		if req.Field == fieldselectors.Since || req.Field == fieldselectors.Until {
+			if req.Not || req.Set {
 				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s", req.Field, selector.String()))
 			}
-			t, err := parseTime(r.Value, now)
+			t, err := parseTime(req.Values[0], now)
 			if err != nil {
-				return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %s=%s: %v", r.Field, r.Value, err))
+				return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %s=%s: %v", req.Field, req.Values[0], err))
 			}
-			if r.Field == labelSince {
+			if req.Field == fieldselectors.Since {
 				p.query.Since = t
 			} else {
 				p.query.Until = t
 			}
 			continue
 		}
-		rest = append(rest, r)
+		// History's own columns are no field fieldselectors matches in
+		// memory: the store answers them, and matchOwn.
+		if col, ok := store.ColumnFor(req.Field); !ok || !col.Own {
+			rest = append(rest, req)
+		}
 		var cols []store.Column
 		for _, plain := range fieldselectors.PlainFields(req.Field) {
-			col, ok := columns[plain]
+			col, ok := store.ColumnFor(plain)
 			if !ok {
 				cols = nil
 				break
 			}
-			cols = append(cols, col)
+			cols = append(cols, col.Name)
 		}
 		if len(cols) == 0 {
 			continue
 		}
 		condition := store.Condition{Columns: cols, Value: req.Values[0], Not: req.Not}
-		if r.Field != req.Field {
+		if req.Set {
 			condition.Values = req.Values
 		}
 		p.query.Conditions = append(p.query.Conditions, condition)
@@ -112,17 +72,24 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 			p.query.Since.Format(time.RFC3339), p.query.Until.Format(time.RFC3339)))
 	}
 	if len(rest) > 0 {
-		terms := make([]fields.Selector, 0, len(rest))
-		for _, r := range rest {
-			if r.Operator == selection.NotEquals {
-				terms = append(terms, fields.OneTermNotEqualSelector(r.Field, r.Value))
-			} else {
-				terms = append(terms, fields.OneTermEqualSelector(r.Field, r.Value))
-			}
-		}
-		p.field = fields.AndSelectors(terms...)
+		p.field = fieldselectors.Selector(rest)
 	}
 	return p, nil
+}
+
+// matchOwn holds when the Event passes the conditions on history's own
+// columns, which the field selector matched in memory knows nothing of: the
+// store answers them, but keeps the versions stored before such a column was
+// added (store.ColumnDef.Added), and only their Event says whether they match.
+func matchOwn(q store.Query, e *core.Event) bool {
+	for _, c := range q.Conditions {
+		for _, name := range c.Columns {
+			if col, ok := store.LookupColumn(name); ok && col.Own && !c.Match(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // parseTime reads an RFC 3339 time or a duration before now ("168h", "30m").

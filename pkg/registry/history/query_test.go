@@ -26,6 +26,8 @@ func TestParseFieldSelector(t *testing.T) {
 		{name: "or field", selector: "involvedObjectOrRelated.uid!=u",
 			conditions: []store.Condition{{Columns: []store.Column{store.ColumnRegardingUID, store.ColumnRelatedUID}, Value: "u", Not: true}}, inMemory: "involvedObjectOrRelated.uid!=u"},
 		{name: "not a column", selector: "action=Binding", inMemory: "action=Binding"},
+		{name: "history's own column", selector: "note=Started container",
+			conditions: []store.Condition{{Columns: []store.Column{store.ColumnNote}, Value: "Started container"}}},
 		{name: "or field without columns", selector: "involvedObjectOrRelated.kind=Pod", inMemory: "involvedObjectOrRelated.kind=Pod"},
 		{name: "duration", selector: "since=168h", since: now.Add(-168 * time.Hour)},
 		{name: "rfc3339", selector: "since=2026-11-01T00:00:00Z,until=2026-11-02T00:00:00Z",
@@ -33,6 +35,9 @@ func TestParseFieldSelector(t *testing.T) {
 		{name: "bad time", selector: "since=yesterday", badRequest: true},
 		{name: "negative duration", selector: "until=-1h", badRequest: true},
 		{name: "not equals on the window", selector: "since!=1h", badRequest: true},
+		{name: "a set on the window", selector: "since:in=1h", badRequest: true},
+		{name: "a set", selector: `reason:in=A\,B`,
+			conditions: []store.Condition{{Columns: []store.Column{store.ColumnReason}, Value: "A"}}, inMemory: `reason:in=A\,B`},
 		{name: "empty window", selector: "since=1h,until=2h", badRequest: true},
 	}
 	for _, tc := range cases {

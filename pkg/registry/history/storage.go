@@ -145,7 +145,7 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 			if err != nil {
 				return nil, err
 			}
-			if ok, err := predicate.Matches(&rec.Event); err != nil || !ok {
+			if ok, err := predicate.Matches(&rec.Event); err != nil || !ok || !matchOwn(p.query, &rec.Event) {
 				continue
 			}
 			out.Items = append(out.Items, *rec)

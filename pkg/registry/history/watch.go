@@ -482,7 +482,7 @@ func (w *feedWatcher) sendRecord(ctx context.Context, kind watch.EventType, row 
 		w.fail(ctx, err)
 		return false
 	}
-	if ok, err := w.predicate.Matches(&rec.Event); err != nil || !ok {
+	if ok, err := w.predicate.Matches(&rec.Event); err != nil || !ok || !matchOwn(w.query, &rec.Event) {
 		return true
 	}
 	return w.send(ctx, watch.Event{Type: kind, Object: rec})

@@ -185,6 +185,12 @@ func TestHelmLint(t *testing.T) {
 		{"TTL not a duration", []string{"mode=aggregated", "eventTTL=forever"}, []string{"/eventTTL"}, ""},
 		{"malformed TTL rule", []string{"mode=aggregated", "eventTTLRules={Warning}"}, []string{"/eventTTLRules/0"}, ""},
 		{"no PostgreSQL Secret", []string{"history.store=postgres", "history.postgres.existingSecret="}, []string{"/history/postgres/existingSecret"}, ""},
+		{"SQLite in aggregated mode", []string{"mode=aggregated", "history.store=sqlite"}, []string{"/history/store", "postgres", "none"},
+			"each replica would keep its own SQLite on its emptyDir"},
+		{"history-only without history", []string{"history.store=none"}, []string{"/history/store", "sqlite", "postgres"},
+			"history.store=none with mode=history-only"},
+		{"retention with history off", []string{"mode=aggregated", "history.retention=720h"}, []string{"/history/retention"},
+			"history.retention and history.maxBytes need history, which is off (history.store=none, mode=aggregated's default)"},
 		{"SQLite with two replicas", []string{"replicaCount=2"}, []string{"/replicaCount", "want 1"},
 			"history.store=sqlite keeps history in one file on one volume, for one replica; use history.store=postgres"},
 		{"standalone with two replicas", []string{"mode=standalone", "replicaCount=2"}, []string{"/replicaCount", "want 1"},
@@ -547,7 +553,7 @@ func checkHistoryFitsVolume(t *testing.T, source string, objs []*unstructured.Un
 		name, value, _ := strings.Cut(arg, "=")
 		flags[name] = value // the last wins, as for the server
 	}
-	if store := flags["--history-store"]; store != "" && store != "sqlite" {
+	if store := flags["--history-store"]; (store != "" && store != "sqlite") || flags["--history"] == "false" {
 		return
 	}
 	maxBytes, err := strconv.ParseInt(flags["--history-max-bytes"], 10, 64)

@@ -210,7 +210,7 @@ func historyOnlyInstall(t *testing.T, c *deployedCluster, hostsFile, podIP strin
 			}
 		})
 	}
-	if !pod.LogContains("Starting Event history capture from the Kubernetes API") {
+	if !pod.LogContains(`"Starting Event history capture" source="kubernetes"`) {
 		t.Errorf("the server did not capture from the Kubernetes API:\n%s", pod.Log())
 	}
 }
@@ -375,8 +375,8 @@ func TestHistoryOnlyCrash(t *testing.T) {
 	if !strings.Contains(first.Proc.Tail(400), "410 Gone") && !strings.Contains(second.Proc.Tail(400), "410 Gone") {
 		t.Errorf("no replica met a 410 after the compaction")
 	}
-	lost := first.Metric(t, "event_apiserver_history_capture_relist_lost_versions_total") +
-		second.Metric(t, "event_apiserver_history_capture_relist_lost_versions_total")
+	lost := first.Metric(t, `event_apiserver_history_capture_relist_lost_versions_total{source="kubernetes"}`) +
+		second.Metric(t, `event_apiserver_history_capture_relist_lost_versions_total{source="kubernetes"}`)
 
 	truth.mu.Lock()
 	versions := make(map[framework.VersionKey]*corev1.Event, len(truth.versions))
@@ -415,6 +415,11 @@ func TestHistoryOnlyCrash(t *testing.T) {
 			}
 			if float64(missing) != lost {
 				t.Errorf("%d of %d versions missing from history, the metric reports %v lost", missing, len(versions), lost)
+			}
+			// Set-based selectors are served in this mode too, not only
+			// beside the Events API.
+			if inSet := framework.ListAllEventRecords(t, r.Client, ns, "metadata.namespace in ("+ns+")", 500); len(inSet) != len(records) {
+				t.Errorf("metadata.namespace in (%s) listed %d records, the plain list %d", ns, len(inSet), len(records))
 			}
 		})
 	}

@@ -1,7 +1,8 @@
 // Package deploy tests what deploy/ ships: the kustomize overlays, the Helm
-// chart and the static pods, applied to a real kube-apiserver v1.36.3 and
-// run without a kubelet (framework.NewKubelet), the history-only install
-// included.
+// chart and the static pods, rendered and checked (lease checkpoints on
+// every etcd, one answer to a history query), applied to a real
+// kube-apiserver v1.36.3 and run without a kubelet (framework.NewKubelet),
+// the history-only install included.
 package deploy
 
 import (

@@ -544,7 +544,7 @@ func TestFrontDoor(t *testing.T) {
 			for _, r := range replicas {
 				config := admin.config(&frontDoor{Door: &testbed.Door{URL: r.URL}}, kube)
 				config.TLSClientConfig.CAData, config.TLSClientConfig.CAFile = nil, r.CACertFile()
-				t.Logf("%s: %s", r.URL, metricLines(t, config, "apiserver_request_total", `resource="events"`))
+				t.Logf("%s: %s", r.URL, framework.MetricLines(t, config, "apiserver_request_total", `resource="events"`))
 			}
 			t.Errorf("event-apiserver counted %.0f Event requests, the door sent it %d", served, routed)
 		}
@@ -898,28 +898,6 @@ func doorWatchCount(t *testing.T, door *frontDoor) int {
 		}
 	}
 	return n
-}
-
-// metricLines is the text of the metric's samples that contain match.
-func metricLines(t *testing.T, config *rest.Config, name, match string) string {
-	t.Helper()
-	client, err := rest.HTTPClientFor(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Get(config.Host + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	var lines []string
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, name+"{") && strings.Contains(l, match) {
-			lines = append(lines, l)
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // webSocketWatchFirstFrame opens a watch over WebSocket through the door as

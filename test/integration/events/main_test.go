@@ -1,6 +1,8 @@
 // Package events tests the Events API as one standalone server serves it:
 // both versions and the conversion between them, kubectl, client-go's
-// recorders, discovery, the etcd layout, TTLs and their rules, restarts.
+// recorders, discovery, the etcd layout, TTLs and their rules, restarts;
+// and the TTL backstop, there and on replicas over a three-member etcd
+// whose leader keeps changing.
 package events
 
 import (

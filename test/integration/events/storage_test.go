@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -24,16 +25,11 @@ import (
 var protobufPrefix = []byte("k8s\x00")
 
 // leaseGrantSeconds is the lease k8s.io/apiserver's etcd3 lease manager
-// grants for a TTL: the TTL plus a reuse margin of min(5% of it, 60s), so
-// that one lease can serve many keys written close together
-// (storage/etcd3/lease_manager.go GetLease).
-func leaseGrantSeconds(ttl time.Duration) int64 {
-	seconds := int64(ttl.Seconds())
-	reuse := int64(0.05 * float64(seconds))
-	if reuse > 60 {
-		reuse = 60
-	}
-	return seconds + reuse
+// grants for a TTL with the default --lease-reuse-duration-seconds (60):
+// the TTL plus a reuse margin of min(5% of it, 60s), so that one lease can
+// serve many keys written close together.
+func leaseGrantSeconds(d time.Duration) int64 {
+	return ttl.LeaseSeconds(int64(d.Seconds()), 60)
 }
 
 // TestStorageLayout reads etcd under a server started with the default

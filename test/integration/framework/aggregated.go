@@ -189,13 +189,18 @@ func (c *AggregatedCluster) CreateNamespace(t *testing.T, name string) {
 // but system:authenticated: RBAC alone decides what it may do.
 func (c *AggregatedCluster) Impersonating(t *testing.T, user string) kubernetes.Interface {
 	t.Helper()
-	config := c.Kube.RestConfig()
-	config.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	client, err := kubernetes.NewForConfig(config)
+	client, err := kubernetes.NewForConfig(c.ImpersonatingConfig(user))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// ImpersonatingConfig is kube-apiserver's admin config acting as user.
+func (c *AggregatedCluster) ImpersonatingConfig(user string) *rest.Config {
+	config := c.Kube.RestConfig()
+	config.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	return config
 }
 
 // FrontProxyGet calls event-apiserver directly as kube-apiserver's front

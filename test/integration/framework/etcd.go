@@ -289,4 +289,4 @@ func EtcdClient(t *testing.T, url string) *clientv3.Client {
 }
 
 // EtcdEventKey is the key of an Event in etcd, kube-apiserver's layout.
-func EtcdEventKey(ns, name string) string { return eventsPrefix + ns + "/" + name }
+func EtcdEventKey(ns, name string) string { return EventsPrefix + ns + "/" + name }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,8 +221,11 @@ func (c *RawClient) Send(t *testing.T, r Request) Response {
 
 // Content types and paths of raw requests.
 const (
-	ContentJSON  = "application/json"
-	ContentMerge = "application/merge-patch+json"
+	ContentJSON      = "application/json"
+	ContentMerge     = "application/merge-patch+json"
+	ContentJSONPatch = "application/json-patch+json"
+	ContentStrategic = "application/strategic-merge-patch+json"
+	ContentApply     = "application/apply-patch+yaml"
 
 	CoreEventsPath   = "/api/v1/namespaces/default/events"
 	EventsEventsPath = "/apis/events.k8s.io/v1/namespaces/default/events"
@@ -384,3 +388,18 @@ type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f.
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// BenchEnvInt reads a positive count from the environment, def when unset:
+// the sizes of the benchmarks that run as tests.
+func BenchEnvInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}

@@ -1,14 +1,12 @@
 package framework
 
 // What the Event history tests share: the stores every history test runs
-// against, eventrecords listed through the API, what etcd held (the truth
-// history must match), and a writer that keeps Events changing.
+// against, eventrecords read through the typed client, what etcd held (the
+// truth history must match), and a writer that keeps Events changing.
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -18,14 +16,18 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 )
 
-const eventsPrefix = "/registry/events/"
+// EventsPrefix is where Events are kept in etcd, by namespace and name.
+const EventsPrefix = "/registry/events/"
 
 // HistoryStores are the stores every history test runs against; Args
 // starts what a store needs and returns the server flags that select it.
@@ -63,7 +65,7 @@ func WatchEtcdTruth(t *testing.T, client *clientv3.Client) *EtcdTruth {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
-	watch := client.Watch(ctx, eventsPrefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(1))
+	watch := client.Watch(ctx, EventsPrefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(1))
 	go func() {
 		defer close(done)
 		for resp := range watch {
@@ -96,6 +98,25 @@ func WatchEtcdTruth(t *testing.T, client *clientv3.Client) *EtcdTruth {
 	return truth
 }
 
+// WaitVersions waits until etcd held n Event versions, w writing them.
+func (e *EtcdTruth) WaitVersions(ctx context.Context, t *testing.T, w *HistoryWriter, what string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
+		versions, _ := e.Snapshot(t)
+		return len(versions) >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: waiting for %d Event versions in etcd: %v (writer errors: %v)", what, n, err, w.Errors())
+	}
+}
+
+// Revision is the etcd revision the watch has reached.
+func (e *EtcdTruth) Revision() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.revision
+}
+
 // Snapshot copies the versions and deletions seen so far (deleted by uid),
 // failing the test if the watch failed.
 func (e *EtcdTruth) Snapshot(t *testing.T) (map[VersionKey]*corev1.Event, map[string]bool) {
@@ -119,41 +140,31 @@ func (e *EtcdTruth) Snapshot(t *testing.T) (map[VersionKey]*corev1.Event, map[st
 // EventRecordsPath is the history group's API path.
 const EventRecordsPath = "/apis/history.eventapiserver.io/v1alpha1"
 
-// ListEventRecords lists one page; namespace "" lists all namespaces.
-func ListEventRecords(t *testing.T, c *RawClient, namespace string, query url.Values) (historyv1alpha1.EventRecordList, Response) {
+// HistoryClient is the typed history.eventapiserver.io client over c's
+// connection: its server, credentials and TLS.
+func HistoryClient(t *testing.T, c *RawClient) historyclient.HistoryV1alpha1Interface {
 	t.Helper()
-	path := EventRecordsPath + "/eventrecords"
-	if namespace != "" {
-		path = EventRecordsPath + "/namespaces/" + namespace + "/eventrecords"
+	client, err := historyclient.NewForConfig(&rest.Config{Host: c.BaseURL, BearerToken: c.Token, Transport: c.HTTP.Transport, Timeout: c.HTTP.Timeout})
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp := c.Do(t, "GET", path+"?"+query.Encode(), nil, map[string]string{"Accept": "application/json"})
-	var list historyv1alpha1.EventRecordList
-	if resp.Code == 200 {
-		if err := json.Unmarshal(resp.Body, &list); err != nil {
-			t.Fatalf("decoding EventRecordList: %v: %s", err, resp.Body)
-		}
-	}
-	return list, resp
+	return client
 }
 
-// ListAllEventRecords follows continue tokens with pages of limit.
+// ListAllEventRecords follows continue tokens with pages of limit;
+// namespace "" lists all namespaces.
 func ListAllEventRecords(t *testing.T, c *RawClient, namespace, fieldSelector string, limit int) []historyv1alpha1.EventRecord {
 	t.Helper()
+	records := HistoryClient(t, c).EventRecords(namespace)
 	var out []historyv1alpha1.EventRecord
-	query := url.Values{}
-	if fieldSelector != "" {
-		query.Set("fieldSelector", fieldSelector)
-	}
-	if limit > 0 {
-		query.Set("limit", fmt.Sprint(limit))
-	}
+	opts := metav1.ListOptions{FieldSelector: fieldSelector, Limit: int64(limit)}
 	for pages := 0; ; pages++ {
 		if pages > 10000 {
 			t.Fatal("more than 10000 pages: the continue token does not advance")
 		}
-		list, resp := ListEventRecords(t, c, namespace, query)
-		if resp.Code != 200 {
-			t.Fatalf("listing eventrecords %q: %d %s", fieldSelector, resp.Code, resp.Body)
+		list, err := records.List(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("listing eventrecords %q: %v", fieldSelector, err)
 		}
 		if limit > 0 && len(list.Items) > limit {
 			t.Fatalf("page of %d records for limit %d", len(list.Items), limit)
@@ -162,7 +173,7 @@ func ListAllEventRecords(t *testing.T, c *RawClient, namespace, fieldSelector st
 		if list.Continue == "" {
 			return out
 		}
-		query.Set("continue", list.Continue)
+		opts.Continue = list.Continue
 	}
 }
 

@@ -65,3 +65,25 @@ func MetricValue(t *testing.T, config *rest.Config, name string, labels map[stri
 	}
 	return sum
 }
+
+// MetricLines is the text of the metric's samples that contain match.
+func MetricLines(t *testing.T, config *rest.Config, name, match string) string {
+	t.Helper()
+	client, err := rest.HTTPClientFor(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(config.Host + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, name+"{") && strings.Contains(l, match) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -20,9 +20,6 @@ type sequenceRequest struct {
 }
 
 const (
-	contentJSONPatch = "application/json-patch+json"
-	contentStrategic = "application/strategic-merge-patch+json"
-	contentApply     = "application/apply-patch+yaml"
 	acceptPartial    = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
 	acceptPartialLst = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 )
@@ -64,17 +61,17 @@ func requestSequence(ns string) []sequenceRequest {
 		{method: "POST", path: core + "/seq-a", contentType: ContentJSON, body: coreEvent("seq-a", "")},
 		// Every patch type, a failing JSON patch test and a patch of nothing.
 		{method: "PATCH", path: core + "/seq-a", contentType: ContentMerge, body: `{"count":2}`},
-		{method: "PATCH", path: core + "/seq-a", contentType: contentJSONPatch, body: `[{"op":"replace","path":"/count","value":3}]`},
-		{method: "PATCH", path: core + "/seq-a", contentType: contentJSONPatch, body: `[{"op":"test","path":"/count","value":9}]`},
-		{method: "PATCH", path: core + "/seq-a", contentType: contentStrategic, body: `{"count":4,"lastTimestamp":"2024-05-01T11:00:00Z"}`},
+		{method: "PATCH", path: core + "/seq-a", contentType: ContentJSONPatch, body: `[{"op":"replace","path":"/count","value":3}]`},
+		{method: "PATCH", path: core + "/seq-a", contentType: ContentJSONPatch, body: `[{"op":"test","path":"/count","value":9}]`},
+		{method: "PATCH", path: core + "/seq-a", contentType: ContentStrategic, body: `{"count":4,"lastTimestamp":"2024-05-01T11:00:00Z"}`},
 		{method: "PATCH", path: core + "/seq-a?dryRun=All", contentType: ContentMerge, body: `{"count":40}`},
 		{method: "PATCH", path: core + "/seq-missing", contentType: ContentMerge, body: `{"count":2}`},
 		// Server-side apply: create, no field manager, a conflict, forced.
-		{method: "PATCH", path: core + "/seq-apply?fieldManager=first", contentType: contentApply, body: coreEvent("seq-apply", "")},
-		{method: "PATCH", path: core + "/seq-apply", contentType: contentApply, body: coreEvent("seq-apply", "")},
-		{method: "PATCH", path: core + "/seq-apply?fieldManager=second", contentType: contentApply,
+		{method: "PATCH", path: core + "/seq-apply?fieldManager=first", contentType: ContentApply, body: coreEvent("seq-apply", "")},
+		{method: "PATCH", path: core + "/seq-apply", contentType: ContentApply, body: coreEvent("seq-apply", "")},
+		{method: "PATCH", path: core + "/seq-apply?fieldManager=second", contentType: ContentApply,
 			body: strings.Replace(coreEvent("seq-apply", ""), `"m"`, `"changed"`, 1)},
-		{method: "PATCH", path: core + "/seq-apply?fieldManager=second&force=true", contentType: contentApply,
+		{method: "PATCH", path: core + "/seq-apply?fieldManager=second&force=true", contentType: ContentApply,
 			body: strings.Replace(coreEvent("seq-apply", ""), `"m"`, `"changed"`, 1)},
 		{method: "GET", path: core + "/seq-apply"},
 		// Metadata-only reads, YAML both ways, tables with their objects.
@@ -97,7 +94,7 @@ func requestSequence(ns string) []sequenceRequest {
 		{method: "POST", path: core, contentType: ContentJSON, body: coreEvent("seq-final", `,"finalizers":["example.com/f"]`)},
 		{method: "DELETE", path: core + "/seq-final"},
 		{method: "GET", path: core + "/seq-final"},
-		{method: "PATCH", path: core + "/seq-final", contentType: contentJSONPatch, body: `[{"op":"remove","path":"/metadata/finalizers"}]`},
+		{method: "PATCH", path: core + "/seq-final", contentType: ContentJSONPatch, body: `[{"op":"remove","path":"/metadata/finalizers"}]`},
 		{method: "GET", path: core + "/seq-final"},
 		// Deletes with preconditions and dryRun, and collections by selector.
 		{method: "DELETE", path: core + "/seq-a", contentType: ContentJSON, body: `{"preconditions":{"uid":"nope"}}`},
@@ -113,11 +110,11 @@ func requestSequence(ns string) []sequenceRequest {
 		// Foreground and grace periods, a core/v1 Event read through it.
 		{method: "POST", path: events, contentType: ContentJSON, body: eventsEvent("seq-v")},
 		{method: "PUT", path: events + "/seq-v", contentType: ContentJSON, body: eventsEvent("seq-v")},
-		{method: "PATCH", path: events + "/seq-v", contentType: contentStrategic, body: `{"note":"n2"}`},
+		{method: "PATCH", path: events + "/seq-v", contentType: ContentStrategic, body: `{"note":"n2"}`},
 		{method: "PATCH", path: events + "/seq-v", contentType: ContentMerge,
 			body: `{"series":{"count":5,"lastObservedTime":"2024-05-01T12:00:00.000000Z"}}`},
-		{method: "PATCH", path: events + "/seq-s?fieldManager=m", contentType: contentApply, body: eventsEvent("seq-s")},
-		{method: "PATCH", path: events + "/seq-s?fieldManager=m", contentType: contentApply,
+		{method: "PATCH", path: events + "/seq-s?fieldManager=m", contentType: ContentApply, body: eventsEvent("seq-s")},
+		{method: "PATCH", path: events + "/seq-s?fieldManager=m", contentType: ContentApply,
 			body: strings.Replace(eventsEvent("seq-s"), `"note":"n"`, `"series":{"count":3,"lastObservedTime":"2024-05-01T10:05:00.000000Z"}`, 1)},
 		{method: "GET", path: events, accept: TableAccept},
 		{method: "GET", path: events + "/seq-a", accept: "application/yaml"},

@@ -2,7 +2,6 @@ package history
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -37,16 +37,25 @@ func TestHistoryAggregated(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	path := "/apis/history.eventapiserver.io/v1alpha1/namespaces/" + ns + "/eventrecords"
-	var records historyv1alpha1.EventRecordList
+	// eventrecords in ns through the aggregator, as user ("": the admin).
+	eventRecords := func(user string) historyclient.EventRecordInterface {
+		config := c.Kube.RestConfig()
+		if user != "" {
+			config = c.ImpersonatingConfig(user)
+		}
+		client, err := historyclient.NewForConfig(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.EventRecords(ns)
+	}
+	records := &historyv1alpha1.EventRecordList{}
 	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		body, err := c.Client.Discovery().RESTClient().Get().AbsPath(path).Param("fieldSelector", "regarding.uid=uid-agg").DoRaw(ctx)
+		list, err := eventRecords("").List(ctx, metav1.ListOptions{FieldSelector: "regarding.uid=uid-agg"})
 		if err != nil {
 			return false, nil
 		}
-		if err := json.Unmarshal(body, &records); err != nil {
-			return false, err
-		}
+		records = list
 		return len(records.Items) == 1, nil
 	})
 	if err != nil {
@@ -57,7 +66,7 @@ func TestHistoryAggregated(t *testing.T) {
 	}
 
 	user := framework.UniqueName("reader")
-	forbidden := c.Impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error()
+	_, forbidden := eventRecords(user).List(ctx, metav1.ListOptions{})
 	if !apierrors.IsForbidden(forbidden) {
 		t.Fatalf("a user without RBAC on eventrecords: %v, want 403", forbidden)
 	}
@@ -82,7 +91,8 @@ func TestHistoryAggregated(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return c.Impersonating(t, user).Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error() == nil, nil
+		_, err := eventRecords(user).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("a user granted get/list on eventrecords still cannot list them: %v", err)

@@ -52,7 +52,7 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
 	}
 	framework.Exclusive(t)
-	creates, rounds := benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 30)
+	creates, rounds := framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 30)
 	type target struct {
 		mode   string
 		server *framework.Server
@@ -124,7 +124,7 @@ func TestHistoryCaptureCPU(t *testing.T) {
 		// counted against "on" only: a few, not one per 50 ms.
 		err := wait.PollUntilContextTimeout(framework.PollCtx(t), 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 			m := string(tg.raw.Do(t, "GET", "/metrics", nil, nil).Body)
-			return strings.Contains(m, fmt.Sprintf("event_apiserver_history_versions_written_total %d\n", tg.stored)), nil
+			return strings.Contains(m, fmt.Sprintf("event_apiserver_history_versions_written_total{source=\"etcd\"} %d\n", tg.stored)), nil
 		})
 		if err != nil {
 			t.Fatalf("capture did not store %d versions: %v", tg.stored, err)
@@ -192,19 +192,6 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 	return cpu
 }
 
-// benchEnvInt reads a positive count from the environment, def when unset.
-func benchEnvInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
 // profileServer starts a CPU profile of the server when
 // EVENT_APISERVER_HISTORY_PROFILE_DIR is set; the returned function waits for
 // it and writes <dir>/<name>.pprof.
@@ -264,7 +251,7 @@ func TestHistoryQueryAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	objects = max(objects/100, 1)
-	live := benchEnvInt(t, "HISTORY_BENCH_LIVE", 0)
+	live := framework.BenchEnvInt(t, "HISTORY_BENCH_LIVE", 0)
 	server := framework.StartServer(t, framework.ServerOptions{
 		EmbeddedEtcdPort: framework.FreePort(t),
 		ExtraArgs:        []string{"--history-dsn=" + path, "--history-retention=0"},

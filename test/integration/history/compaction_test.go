@@ -103,7 +103,7 @@ func testHistoryAfterCompaction(t *testing.T, storeArgs []string) {
 		t.Error("no log line about the compaction")
 	}
 	metrics := c.Do(t, "GET", "/metrics", nil, nil)
-	if !strings.Contains(string(metrics.Body), `event_apiserver_history_capture_relists_total{reason="compacted"} 1`) {
-		t.Error("event_apiserver_history_capture_relists_total{reason=\"compacted\"} is not 1")
+	if !strings.Contains(string(metrics.Body), `event_apiserver_history_capture_relists_total{reason="compacted",source="etcd"} 1`) {
+		t.Error("event_apiserver_history_capture_relists_total{reason=\"compacted\",source=\"etcd\"} is not 1")
 	}
 }

@@ -2,12 +2,12 @@ package history
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
@@ -41,21 +41,12 @@ func testHistoryCrashResume(t *testing.T, storeArgs []string) {
 
 	w := framework.StartHistoryWriter(second.Client(t), ns)
 	defer w.Stop()
-	waitVersions := func(what string, n int) {
-		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
-			versions, _ := truth.Snapshot(t)
-			return len(versions) >= n, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: waiting for %d Event versions in etcd: %v (writer errors: %v)", what, n, err, w.Errors())
-		}
-	}
+	waitVersions := func(what string, n int) { t.Helper(); truth.WaitVersions(ctx, t, w, what, n) }
 
 	c1 := framework.AdminRawClient(t, first)
 	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(context.Context) (bool, error) {
-		list, resp := framework.ListEventRecords(t, c1, ns, url.Values{"limit": {"30"}})
-		return resp.Code == 200 && len(list.Items) == 30, nil
+		list, err := framework.HistoryClient(t, c1).EventRecords(ns).List(ctx, metav1.ListOptions{Limit: 30})
+		return err == nil && len(list.Items) == 30, nil
 	})
 	if err != nil {
 		t.Fatalf("the first replica's history never held 30 records: %v", err)

@@ -13,22 +13,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned"
+	"github.com/eventapiserver/event-apiserver/pkg/generated/informers/externalversions"
+	historyinformers "github.com/eventapiserver/event-apiserver/pkg/generated/informers/externalversions/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
-
-var eventRecordsResource = schema.GroupVersionResource{Group: "history.eventapiserver.io", Version: "v1alpha1", Resource: "eventrecords"}
 
 // feedDelivery is one eventrecord a consumer received.
 type feedDelivery struct {
@@ -43,19 +42,17 @@ func (d feedDelivery) String() string {
 }
 
 func toDelivery(typ watch.EventType, obj any) (feedDelivery, bool) {
-	u, ok := obj.(*unstructured.Unstructured)
+	r, ok := obj.(*historyv1alpha1.EventRecord)
 	if !ok {
 		return feedDelivery{}, false
 	}
-	uid, _, _ := unstructured.NestedString(u.Object, "event", "metadata", "uid")
-	rv, _, _ := unstructured.NestedString(u.Object, "event", "metadata", "resourceVersion")
-	deleted, _, _ := unstructured.NestedString(u.Object, "deletedAt")
-	return feedDelivery{typ: typ, key: framework.VersionKey{UID: uid, RV: rv}, rv: u.GetResourceVersion(), deleted: deleted != ""}, true
+	return feedDelivery{typ: typ, key: framework.VersionKey{UID: string(r.Event.UID), RV: r.Event.ResourceVersion}, rv: r.ResourceVersion, deleted: r.DeletedAt != nil}, true
 }
 
 // feedConsumer is an exporter as client-go builds one: an informer on
-// eventrecords whose handlers keep every delivery and the resourceVersion
-// of the last, from which it resumes after a restart.
+// eventrecords from the generated informer factory, whose handlers keep
+// every delivery and the resourceVersion of the last, from which it
+// resumes after a restart.
 type feedConsumer struct {
 	mu         sync.Mutex
 	deliveries []feedDelivery
@@ -77,7 +74,7 @@ func (c *feedConsumer) snapshot() []feedDelivery {
 }
 
 // run runs an informer on ns until ctx ends.
-func (c *feedConsumer) run(ctx context.Context, t *testing.T, config *rest.Config, ns string) cache.SharedIndexInformer {
+func (c *feedConsumer) run(ctx context.Context, t *testing.T, config *rest.Config, ns string) historyinformers.EventRecordInformer {
 	t.Helper()
 	config = rest.CopyConfig(config)
 	config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -90,8 +87,9 @@ func (c *feedConsumer) run(ctx context.Context, t *testing.T, config *rest.Confi
 			return rt.RoundTrip(req)
 		})
 	})
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynamic.NewForConfigOrDie(config), 0, ns, nil)
-	informer := factory.ForResource(eventRecordsResource).Informer()
+	factory := externalversions.NewSharedInformerFactoryWithOptions(versioned.NewForConfigOrDie(config), 0, externalversions.WithNamespace(ns))
+	records := factory.History().V1alpha1().EventRecords()
+	informer := records.Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.record(watch.Added, obj) },
 		UpdateFunc: func(_, obj any) { c.record(watch.Modified, obj) },
@@ -99,11 +97,14 @@ func (c *feedConsumer) run(ctx context.Context, t *testing.T, config *rest.Confi
 	}); err != nil {
 		t.Fatal(err)
 	}
-	go informer.RunWithContext(ctx)
+	// The informer's goroutines end with the test, not after it.
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		t.Fatal("the eventrecords informer never synced")
 	}
-	return informer
+	return records
 }
 
 // TestHistoryFeedResume is the feed's promise to exporters. An informer
@@ -385,26 +386,25 @@ func TestHistoryFeedInformerAgreesWithList(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dyn := dynamic.NewForConfigOrDie(server.Config(t))
-	state := func(items []*unstructured.Unstructured) map[string]string {
+	records := versioned.NewForConfigOrDie(server.Config(t)).HistoryV1alpha1().EventRecords(ns)
+	state := func(items []*historyv1alpha1.EventRecord) map[string]string {
 		out := map[string]string{}
-		for _, u := range items {
-			live, _, _ := unstructured.NestedBool(u.Object, "live")
-			out[u.GetName()] = fmt.Sprintf("rv=%s live=%v", u.GetResourceVersion(), live)
+		for _, r := range items {
+			out[r.Name] = fmt.Sprintf("rv=%s live=%v", r.ResourceVersion, r.Live)
 		}
 		return out
 	}
 	var listed, held map[string]string
 	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := dyn.Resource(eventRecordsResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		list, err := records.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		var items []*unstructured.Unstructured
+		var items []*historyv1alpha1.EventRecord
 		ended := 0
 		for i := range list.Items {
 			items = append(items, &list.Items[i])
-			if live, _, _ := unstructured.NestedBool(list.Items[i].Object, "live"); !live {
+			if !list.Items[i].Live {
 				ended++
 			}
 		}
@@ -413,9 +413,9 @@ func TestHistoryFeedInformerAgreesWithList(t *testing.T) {
 		if len(items) != 6 || ended != 5 {
 			return false, nil
 		}
-		items = items[:0]
-		for _, obj := range informer.GetStore().List() {
-			items = append(items, obj.(*unstructured.Unstructured))
+		// What the informer holds, read through its generated lister.
+		if items, err = informer.Lister().EventRecords(ns).List(labels.Everything()); err != nil {
+			return false, err
 		}
 		held = state(items)
 		return fmt.Sprint(held) == fmt.Sprint(listed), nil
@@ -440,13 +440,11 @@ func TestHistoryFeedInformerAgreesWithList(t *testing.T) {
 // show. Records of earlier sentinels are left out.
 func resumeFeed(ctx context.Context, t *testing.T, config *rest.Config, ns, rv string, n int, sentinels map[string]bool) []feedDelivery {
 	t.Helper()
-	dyn := dynamic.NewForConfigOrDie(config)
+	records := versioned.NewForConfigOrDie(config).HistoryV1alpha1().EventRecords(ns)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return dyn.Resource(eventRecordsResource).Namespace(ns).Watch(ctx, options)
-		},
+		WatchFuncWithContext: records.Watch,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -506,11 +504,11 @@ func testFeedTooOld(ctx context.Context, t *testing.T, server *framework.Server,
 	if oldRV == "" {
 		t.Fatal("the consumer never received the old Event")
 	}
-	dyn := dynamic.NewForConfigOrDie(server.Config(t)).Resource(eventRecordsResource).Namespace(ns)
+	records := versioned.NewForConfigOrDie(server.Config(t)).HistoryV1alpha1().EventRecords(ns)
 	before := strconv.FormatInt(framework.RVInt(t, oldRV)-1, 10)
 	var status metav1.Status
 	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		w, err := dyn.Watch(ctx, metav1.ListOptions{ResourceVersion: before})
+		w, err := records.Watch(ctx, metav1.ListOptions{ResourceVersion: before})
 		if err != nil {
 			return false, err
 		}
@@ -537,7 +535,7 @@ func testFeedTooOld(ctx context.Context, t *testing.T, server *framework.Server,
 	if floor := framework.RVInt(t, m[2]); floor < framework.RVInt(t, oldRV) {
 		t.Errorf("floor %d is before the removed version's resourceVersion %s", floor, oldRV)
 	}
-	_, err = dyn.List(ctx, metav1.ListOptions{ResourceVersion: before, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	_, err = records.List(ctx, metav1.ListOptions{ResourceVersion: before, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
 	if !apierrors.IsResourceExpired(err) {
 		t.Errorf("a list exactly at %s: %v, want 410 Expired", before, err)
 	}
@@ -546,7 +544,7 @@ func testFeedTooOld(ctx context.Context, t *testing.T, server *framework.Server,
 	floor := m[2]
 	err = wait.PollUntilContextTimeout(ctx, framework.PollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		timeout := int64(1)
-		w, err := dyn.Watch(ctx, metav1.ListOptions{ResourceVersion: floor, TimeoutSeconds: &timeout})
+		w, err := records.Watch(ctx, metav1.ListOptions{ResourceVersion: floor, TimeoutSeconds: &timeout})
 		if err != nil {
 			return false, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"sort"
 	"strconv"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -204,30 +204,30 @@ func testHistoryKeepsEveryVersion(t *testing.T, storeArgs []string) {
 			t.Fatalf("%d records of pod-a across namespaces, want 3", len(got))
 		}
 	})
+	records := framework.HistoryClient(t, c).EventRecords(ns)
 	t.Run("get", func(t *testing.T) {
-		resp := c.Do(t, "GET", framework.EventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+all[0].Name, nil, nil)
-		var r historyv1alpha1.EventRecord
-		if resp.Code != 200 || json.Unmarshal(resp.Body, &r) != nil || r.Event.UID != all[0].Event.UID {
-			t.Fatalf("GET %s: %d %s", all[0].Name, resp.Code, resp.Body)
+		r, err := records.Get(context.Background(), all[0].Name, metav1.GetOptions{})
+		if err != nil || r.Event.UID != all[0].Event.UID {
+			t.Fatalf("GET %s: %v %+v", all[0].Name, err, r)
 		}
 		for _, name := range []string{"pod-a.backoff", "pod-a.backoff.1", "nope.x"} {
-			if resp := c.Do(t, "GET", framework.EventRecordsPath+"/namespaces/"+ns+"/eventrecords/"+name, nil, nil); resp.Code != 404 {
-				t.Errorf("GET %s: %d, want 404", name, resp.Code)
+			if _, err := records.Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("GET %s: %v, want 404", name, err)
 			}
 		}
 	})
 	t.Run("bad requests", func(t *testing.T) {
-		for name, query := range map[string]url.Values{
-			"unknown label":   {"fieldSelector": {"source=kubelet"}},
-			"bad time":        {"fieldSelector": {"since=yesterday"}},
-			"negative":        {"fieldSelector": {"since=-1h"}},
-			"since not =":     {"fieldSelector": {"since!=1h"}},
-			"empty window":    {"fieldSelector": {"since=1h,until=2h"}},
-			"bad continue":    {"continue": {"not-a-token"}},
-			"forged continue": {"continue": {"eyJ2Ijo5fQ"}},
+		for name, opts := range map[string]metav1.ListOptions{
+			"unknown label":   {FieldSelector: "source=kubelet"},
+			"bad time":        {FieldSelector: "since=yesterday"},
+			"negative":        {FieldSelector: "since=-1h"},
+			"since not =":     {FieldSelector: "since!=1h"},
+			"empty window":    {FieldSelector: "since=1h,until=2h"},
+			"bad continue":    {Continue: "not-a-token"},
+			"forged continue": {Continue: "eyJ2Ijo5fQ"},
 		} {
-			if _, resp := framework.ListEventRecords(t, c, ns, query); resp.Code != 400 {
-				t.Errorf("%s: %d, want 400: %s", name, resp.Code, resp.Body)
+			if _, err := records.List(context.Background(), opts); !apierrors.IsBadRequest(err) {
+				t.Errorf("%s: %v, want 400", name, err)
 			}
 		}
 	})

@@ -38,7 +38,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
 	}
 	framework.Exclusive(t)
-	creates, rounds := benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), benchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
+	creates, rounds := framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
 	ctx := context.Background()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	kubePID := kube.Process().PID()
@@ -98,7 +98,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	stored := func() {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-			return replica.Metric(t, "event_apiserver_history_capture_revision") >= float64(lastRV), nil
+			return replica.Metric(t, `event_apiserver_history_capture_revision{source="kubernetes"}`) >= float64(lastRV), nil
 		})
 		if err != nil {
 			t.Fatalf("history never reached resourceVersion %d: %v", lastRV, err)
@@ -148,7 +148,7 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		_ = wait.PollUntilContextCancel(sampleCtx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-			samples = append(samples, replica.Metric(t, "event_apiserver_history_capture_lag_seconds"))
+			samples = append(samples, replica.Metric(t, `event_apiserver_history_capture_lag_seconds{source="kubernetes"}`))
 			return false, nil
 		})
 	}()

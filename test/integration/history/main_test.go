@@ -1,8 +1,8 @@
 // Package history tests the Event history beyond the TTL: every version
 // kept, the eventrecords feed and its resume, capture across compaction,
-// crashes and a restored etcd, kubectl, the aggregated group, the
-// OpenTelemetry Collector's export; and capture's benchmarks (skipped
-// unless asked for).
+// crashes and a restored etcd, a rolling upgrade to a newer schema,
+// kubectl, the aggregated group, the OpenTelemetry Collector's export; and
+// capture's benchmarks (skipped unless asked for).
 package history
 
 import (

@@ -269,9 +269,9 @@ func TestOTelCollectorFeed(t *testing.T) {
 
 	// The pinned collector starts from the feed's cursor before any Event of
 	// the test was written.
-	list, resp := framework.ListEventRecords(t, raw, ns, nil)
-	if resp.Code != 200 || list.ResourceVersion == "" {
-		t.Fatalf("listing eventrecords: %d %s", resp.Code, resp.Body)
+	list, err := framework.HistoryClient(t, raw).EventRecords(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || list.ResourceVersion == "" {
+		t.Fatalf("listing eventrecords: %v %+v", err, list)
 	}
 	startCursor := list.ResourceVersion
 

@@ -75,10 +75,10 @@ func TestHistoryOnlyRestoredEtcd(t *testing.T) {
 	createEvent(ctx, t, newClient, ns, "after-restore-2")
 	waitRecord("after-restore-2")
 	waitRecord("before-restore")
-	if got := r.Metric(t, `event_apiserver_history_capture_relists_total{reason="restored"}`); got != 1 {
+	if got := r.Metric(t, `event_apiserver_history_capture_relists_total{reason="restored",source="kubernetes"}`); got != 1 {
 		t.Errorf("relists_total{reason=restored} = %v, want 1", got)
 	}
-	if got := r.Metric(t, "event_apiserver_history_capture_relist_rewound_revisions_total"); got < 1000 {
+	if got := r.Metric(t, `event_apiserver_history_capture_relist_rewound_revisions_total{source="kubernetes"}`); got < 1000 {
 		t.Errorf("relist_rewound_revisions_total = %v, want the ~%d revisions between the two clusters", got, oldRV-newRV)
 	}
 	if log := r.Proc.Tail(400); !strings.Contains(log, "resourceVersion has stayed behind the one history captured up to") {
@@ -92,7 +92,7 @@ func TestHistoryOnlyRestoredEtcd(t *testing.T) {
 	r.Start(t)
 	createEvent(ctx, t, newClient, ns, "after-restart")
 	waitRecord("after-restart")
-	if got := r.Metric(t, `event_apiserver_history_capture_relists_total{reason="restored"}`); got != 0 {
+	if got := r.Metric(t, `event_apiserver_history_capture_relists_total{reason="restored",source="kubernetes"}`); got != 0 {
 		t.Errorf("after a restart, relists_total{reason=restored} = %v, want 0: progress was not rewound", got)
 	}
 }

@@ -47,6 +47,18 @@ func TestFatalErrorsExitNonZero(t *testing.T) {
 			setup:     func(*testing.T, string) []string { return []string{"--aggregated"} },
 			wantCause: "--aggregated needs --etcd-servers",
 		},
+		{
+			name:      "two modes",
+			setup:     func(*testing.T, string) []string { return []string{"--history-only", "--aggregated"} },
+			wantCause: "--history-only and --aggregated are two modes",
+		},
+		{
+			name: "a flag the mode ignores",
+			setup: func(*testing.T, string) []string {
+				return []string{"--enable-admission-plugins=NamespaceLifecycle"}
+			},
+			wantCause: "--enable-admission-plugins=NamespaceLifecycle needs --aggregated",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir := filepath.Join(t.TempDir(), "data")

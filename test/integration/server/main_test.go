@@ -1,6 +1,6 @@
 // Package server tests the binary as an operator runs it: authentication,
-// its listeners, certificate renewal, exit codes, operator flags, the
-// image.
+// its listeners, certificate renewal, exit codes, operator flags (the storm
+// limiter's admission plugin among them), the image.
 package server
 
 import (

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -112,14 +113,12 @@ func TestTimelineAggregated(t *testing.T) {
 // listRecordsThrough lists web-0's records in ns through kube-apiserver's
 // aggregator.
 func listRecordsThrough(ctx context.Context, c *framework.AggregatedCluster, ns string) ([]historyv1alpha1.EventRecord, error) {
-	body, err := c.Client.Discovery().RESTClient().Get().
-		AbsPath("/apis/history.eventapiserver.io/v1alpha1/namespaces/"+ns+"/eventrecords").
-		Param("fieldSelector", "regarding.kind=Pod,regarding.name=web-0").DoRaw(ctx)
+	client, err := historyclient.NewForConfig(c.Kube.RestConfig())
 	if err != nil {
 		return nil, err
 	}
-	var list historyv1alpha1.EventRecordList
-	if err := json.Unmarshal(body, &list); err != nil {
+	list, err := client.EventRecords(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.kind=Pod,regarding.name=web-0"})
+	if err != nil {
 		return nil, err
 	}
 	return list.Items, nil

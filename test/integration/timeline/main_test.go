@@ -1,5 +1,7 @@
 // Package timeline tests the kubectl-timeline plugin: against one server,
-// through kube-apiserver's aggregator, and installed with krew.
+// through kube-apiserver's aggregator, installed with krew, and its --web
+// page in headless Chromium (skipped without chromium), with its first
+// paint as a benchmark (skipped unless asked for).
 package timeline
 
 import (

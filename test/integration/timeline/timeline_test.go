@@ -21,6 +21,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
 )
 
@@ -184,6 +185,9 @@ func TestTimelinePlugin(t *testing.T) {
 	t.Run("three incarnations, oldest first, each Event once", func(t *testing.T) {
 		list := timeline("pod/web-0", "-n", ns)
 		assertStory("pod/web-0", list, whole)
+		// Both sources followed page by page: continue tokens, and each
+		// Event once although its versions span pages.
+		assertStory("pod/web-0 in pages of one", timeline("pod/web-0", "-n", ns, "--chunk-size=1"), whole)
 		for i := 1; i < len(list.Items); i++ {
 			if list.Items[i].LastSeen.Before(&list.Items[i-1].LastSeen) {
 				t.Errorf("records %d and %d not oldest first: %s, %s", i-1, i, list.Items[i-1].LastSeen, list.Items[i].LastSeen)
@@ -264,7 +268,7 @@ func TestTimelinePlugin(t *testing.T) {
 func testTimelineWatch(t *testing.T, plugin string, server *framework.Server, client kubernetes.Interface, ns string, uid types.UID) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w := startTimelineWatch(t, ctx, plugin, server, "pod/web-0", "-n", ns, "-w", "--since=2h")
+	w := startTimelineWatch(t, ctx, plugin, server.Kubeconfig, "pod/web-0", "-n", ns, "-w", "--since=2h")
 	// waitFor reads printed rows until one shows reason with count, and
 	// with ended, a STATE of deleted.
 	waitFor := func(reason, count string, ended bool) time.Time {
@@ -327,10 +331,10 @@ type timelineWatch struct {
 	lines  chan string
 }
 
-func startTimelineWatch(t *testing.T, ctx context.Context, plugin string, server *framework.Server, args ...string) *timelineWatch {
+func startTimelineWatch(t *testing.T, ctx context.Context, plugin, kubeconfig string, args ...string) *timelineWatch {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, plugin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+server.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(server.Kubeconfig), "kubectl-cache"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(kubeconfig), "kubectl-cache"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -400,8 +404,14 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl-timeline: %v\n%s\n%s", err, stdout, stderr)
 	}
-	if !strings.Contains(stderr, "history is not installed on this server") || !strings.Contains(stderr, "showing live Events only") {
-		t.Errorf("stderr does not say history is missing: %q", stderr)
+	if !strings.Contains(stderr, "history is not installed on this server") || !strings.Contains(stderr, historyregistry.OffMessage) ||
+		!strings.Contains(stderr, "showing live Events only") {
+		t.Errorf("stderr does not say history is off and how to turn it on: %q", stderr)
+	}
+	// The API itself says how to turn history on.
+	if _, stderr, err := framework.Kubectl(t, server.Kubeconfig, "get", "eventrecords", "-n", ns); err == nil ||
+		!strings.Contains(stderr, "Error from server (NotFound)") || !strings.Contains(stderr, historyregistry.OffMessage) {
+		t.Errorf("kubectl get eventrecords with history off: %v, stderr %q", err, stderr)
 	}
 	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "Scheduled") || !strings.Contains(lines[1], "uid-live") {
 		t.Errorf("stdout does not show the live Event:\n%s", stdout)
@@ -410,7 +420,7 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	// -w follows the live Events instead of history's feed.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w := startTimelineWatch(t, ctx, plugin, server, "pod/web-0", "-n", ns, "-w")
+	w := startTimelineWatch(t, ctx, plugin, server.Kubeconfig, "pod/web-0", "-n", ns, "-w")
 	w.waitFor(t, "the live Event", func(line string) bool { return strings.Contains(line, "Scheduled") })
 	next := timelineEvent("web-0.pulled", "Pod", "web-0", "uid-live", "Pulled", "Normal", "kubelet", time.Now())
 	next.InvolvedObject.Namespace = ns

@@ -160,7 +160,7 @@ func forceGC(ctx context.Context, config *rest.Config) error {
 }
 
 // metricValues reads the unlabelled metrics whose names start with prefix
-// from the server's /metrics.
+// from the server's /metrics, or the one series prefix names with its labels.
 func metricValues(ctx context.Context, config *rest.Config, prefix string) (map[string]int64, error) {
 	body, err := get(ctx, config, "/metrics")
 	if err != nil {
@@ -172,7 +172,7 @@ func metricValues(ctx context.Context, config *rest.Config, prefix string) (map[
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !strings.HasPrefix(name, prefix) || strings.ContainsRune(name, '{') {
+		if !ok || !strings.HasPrefix(name, prefix) || (strings.ContainsRune(name, '{') && name != prefix) {
 			continue
 		}
 		if f, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
@@ -227,7 +227,7 @@ func MemoryMeasurements(events int, valueBytes float64, empty, loaded MemorySamp
 
 // captureRevisionMetric is event-apiserver's newest etcd revision whose
 // changes its history capture has stored.
-const captureRevisionMetric = "event_apiserver_history_capture_revision"
+const captureRevisionMetric = `event_apiserver_history_capture_revision{source="etcd"}`
 
 // SettleCapture waits, at most limit, until event-apiserver's history
 // capture has stored every change etcd (at endpoints) holds now, so that a

@@ -26,11 +26,27 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
+{{/*
+Where history is kept: history.store, or the mode's own when it is empty.
+aggregated keeps none of its own: its replicas would each keep a SQLite
+file on an emptyDir, answer one query differently and lose it on every
+rollout, so history there is a database they share (postgres) or off.
+*/}}
+{{- define "event-apiserver.historyStore" -}}
+{{- if .Values.history.store -}}
+{{ .Values.history.store }}
+{{- else if eq .Values.mode "aggregated" -}}
+none
+{{- else -}}
+sqlite
+{{- end }}
+{{- end }}
+
 {{/* The Deployment's replicas: the value, or the mode's own. */}}
 {{- define "event-apiserver.replicas" -}}
 {{- if ne .Values.replicaCount nil -}}
 {{ .Values.replicaCount }}
-{{- else if and (eq .Values.mode "history-only") (eq .Values.history.store "postgres") -}}
+{{- else if and (eq .Values.mode "history-only") (eq (include "event-apiserver.historyStore" .) "postgres") -}}
 2
 {{- else if eq .Values.mode "aggregated" -}}
 2
@@ -43,19 +59,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 --history-max-bytes: history.maxBytes, or else for SQLite a cap below its
 volume, as the overlays set it. The volume holds the file, its WAL (up to
 40 MiB) and a minute of capture between retention passes
-(TestHistorySQLiteFitsItsVolume holds every mode to it); a full emptyDir
-gets the pod evicted, a full claim stops capture. PostgreSQL: 0, the
-database's own storage and the retention size it.
+(TestHistorySQLiteFitsItsVolume holds every mode to it); a full claim
+stops capture. PostgreSQL: 0, the database's own storage and the retention
+size it. Not rendered while history is off.
 */}}
 {{- define "event-apiserver.historyMaxBytes" -}}
 {{- $v := .Values -}}
 {{- if ne $v.history.maxBytes nil -}}
 {{ $v.history.maxBytes | int64 }}
-{{- else if eq $v.history.store "postgres" -}}
+{{- else if eq (include "event-apiserver.historyStore" .) "postgres" -}}
 0
-{{- else if eq $v.mode "aggregated" -}}
-{{- /* 768 MiB of the 1Gi emptyDir (templates/deployment.yaml). */ -}}
-805306368
 {{- else if eq $v.mode "history-only" -}}
 {{- /* 80% of the claim, leaving at least 128 MiB for the WAL and a minute of capture. */ -}}
 {{- $size := include "event-apiserver.quantityBytes" $v.history.sqlite.persistence.size | int64 -}}
@@ -83,7 +96,7 @@ database's own storage and the retention size it.
 
 {{/* Whether the Deployment must run its one replica alone: one SQLite file on a volume, or one embedded etcd. */}}
 {{- define "event-apiserver.singleWriter" -}}
-{{- if or (eq .Values.mode "standalone") (and (eq .Values.mode "history-only") (eq .Values.history.store "sqlite")) -}}
+{{- if or (eq .Values.mode "standalone") (and (eq .Values.mode "history-only") (eq (include "event-apiserver.historyStore" .) "sqlite")) -}}
 true
 {{- end }}
 {{- end }}
@@ -120,11 +133,13 @@ the one place that wires it, called with (dict "part" <part> "Values"
 .Values) for each part of the pod spec: "args", "volumeMounts", "volumes". As components/history-postgres does, the Secret is mounted as a
 file read once at start (--history-dsn-file), so the password is in neither
 the pod spec nor the process's arguments; a changed Secret takes effect at
-the next rollout.
+the next rollout. --history=true is the component's too: it turns history
+back on where overlays/aggregated turned it off.
 */}}
 {{- define "event-apiserver.historyPostgres" -}}
 {{- $pg := .Values.history.postgres -}}
 {{- if eq .part "args" }}
+- --history=true
 - --history-store=postgres
 - --history-dsn-file=/var/run/secrets/event-apiserver/history/dsn
 {{- else if eq .part "volumeMounts" }}
@@ -160,6 +175,15 @@ which every mode has.
 {{- else -}}
 {{- fail (printf "replicaCount=%d: history.store=sqlite keeps history in one file on one volume, for one replica; use history.store=postgres for more" $replicas) -}}
 {{- end -}}
+{{- end -}}
+{{- if and (eq $v.mode "aggregated") (eq $v.history.store "sqlite") -}}
+{{- fail "history.store=sqlite with mode=aggregated: each replica would keep its own SQLite on its emptyDir, answer one history query differently from the others and lose it on every rollout; use history.store=postgres (one database every replica shares) or none (history off, the mode's default)" -}}
+{{- end -}}
+{{- if and (eq (include "event-apiserver.historyStore" .) "none") (or $v.history.retention (ne $v.history.maxBytes nil)) -}}
+{{- fail (printf "history.retention and history.maxBytes need history, which is off (history.store=none%s): set history.store=postgres" (ternary ", mode=aggregated's default" "" (not $v.history.store))) -}}
+{{- end -}}
+{{- if and (eq $v.mode "history-only") (eq $v.history.store "none") -}}
+{{- fail "history.store=none with mode=history-only: that mode serves history and nothing else; use sqlite or postgres" -}}
 {{- end -}}
 {{- if and $v.eventsEtcd.enabled (ne $v.mode "aggregated") -}}
 {{- fail (printf "eventsEtcd.enabled=true needs mode=aggregated (mode=%s uses no events etcd)" $v.mode) -}}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	k8seventsv1 "k8s.io/api/events/v1"
+	k8seventsv1beta1 "k8s.io/api/events/v1beta1"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	"k8s.io/apimachinery/pkg/api/apitesting/roundtrip"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -23,7 +24,8 @@ import (
 
 // TestInstall checks that Install alone, without the core group, registers
 // what the events.k8s.io handlers need: the shared internal Event under the
-// group's internal version, and events.k8s.io/v1 as the preferred version.
+// group's internal version, events.k8s.io/v1 as the preferred version, and
+// v1beta1, which kube-apiserver's scheme knows too.
 func TestInstall(t *testing.T) {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
@@ -37,6 +39,8 @@ func TestInstall(t *testing.T) {
 		{"internal EventList is core's", events.SchemeGroupVersion.WithKind("EventList"), reflect.TypeOf(core.EventList{})},
 		{"v1 Event", k8seventsv1.SchemeGroupVersion.WithKind("Event"), reflect.TypeOf(k8seventsv1.Event{})},
 		{"v1 EventList", k8seventsv1.SchemeGroupVersion.WithKind("EventList"), reflect.TypeOf(k8seventsv1.EventList{})},
+		{"v1beta1 Event", k8seventsv1beta1.SchemeGroupVersion.WithKind("Event"), reflect.TypeOf(k8seventsv1beta1.Event{})},
+		{"v1beta1 EventList", k8seventsv1beta1.SchemeGroupVersion.WithKind("EventList"), reflect.TypeOf(k8seventsv1beta1.EventList{})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +54,7 @@ func TestInstall(t *testing.T) {
 		})
 	}
 
-	if got, want := scheme.PrioritizedVersionsForGroup(events.GroupName), []schema.GroupVersion{k8seventsv1.SchemeGroupVersion}; !reflect.DeepEqual(got, want) {
+	if got, want := scheme.PrioritizedVersionsForGroup(events.GroupName), []schema.GroupVersion{k8seventsv1.SchemeGroupVersion, k8seventsv1beta1.SchemeGroupVersion}; !reflect.DeepEqual(got, want) {
 		t.Errorf("version priority %v, want %v", got, want)
 	}
 }
@@ -66,10 +70,12 @@ func TestRoundTripBareInstall(t *testing.T) {
 	t.Logf("fuzzer seed %d", seed)
 	f := fuzzer.FuzzerFor(fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, corefuzzer.Funcs), rand.NewSource(seed), codecs)
 
-	for _, kind := range []string{"Event", "EventList"} {
-		t.Run("external "+kind, func(t *testing.T) {
-			roundtrip.RoundTripSpecificKind(t, k8seventsv1.SchemeGroupVersion.WithKind(kind), scheme, codecs, f, nil)
-		})
+	for _, gv := range []schema.GroupVersion{k8seventsv1.SchemeGroupVersion, k8seventsv1beta1.SchemeGroupVersion} {
+		for _, kind := range []string{"Event", "EventList"} {
+			t.Run("external "+gv.Version+" "+kind, func(t *testing.T) {
+				roundtrip.RoundTripSpecificKind(t, gv.WithKind(kind), scheme, codecs, f, nil)
+			})
+		}
 	}
 
 	for _, info := range codecs.SupportedMediaTypes() {

@@ -6,6 +6,7 @@ package storage
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -14,13 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/util/dryrun"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
@@ -30,6 +32,8 @@ import (
 // events.k8s.io/v1, so both groups share one watch cache and its indexes.
 type REST struct {
 	*genericregistry.Store
+	// events counts what the store writes; nil counts nothing.
+	events *eventmetrics.Counter
 }
 
 var (
@@ -39,8 +43,8 @@ var (
 
 // NewREST builds the store. Every write is attached to an etcd lease of the
 // Event's TTL (--event-ttl, or its --event-ttl-rule); zero means never
-// expire.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRules *ttl.Rules) (*REST, error) {
+// expire. Every write stored is counted in events (Create, Update).
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRules *ttl.Rules, events *eventmetrics.Counter) (*REST, error) {
 	strategy := event.NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &core.Event{} },
@@ -65,7 +69,55 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRu
 	if err := store.CompleteWithOptions(options); err != nil {
 		return nil, err
 	}
-	return &REST{store}, nil
+	return &REST{Store: store, events: events}, nil
+}
+
+// Create is the Store's Create, counted once stored.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	out, err := r.Store.Create(ctx, obj, createValidation, options)
+	if err == nil && !dryrun.IsDryRun(options.DryRun) {
+		r.events.Written(nil, out.(*core.Event))
+	}
+	return out, err
+}
+
+// Update is the Store's Update (PUT, and every PATCH, server-side apply
+// included), counted once stored against the Event it replaced: the
+// occurrences an update adds are the rise of its count. The Store's
+// AfterUpdate hook has no old object, and its BeginUpdate finishes before
+// the write is tried, so the Event replaced is taken where the Store hands
+// it to the request's update: the last call is the attempt that was
+// stored, as GuaranteedUpdate calls again after a conflict.
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	info := &replacing{UpdatedObjectInfo: objInfo}
+	out, created, err := r.Store.Update(ctx, name, info, createValidation, updateValidation, forceAllowCreate, options)
+	if err == nil && !dryrun.IsDryRun(options.DryRun) {
+		var old *core.Event
+		if !created {
+			old = info.old
+		}
+		r.events.Written(old, out.(*core.Event))
+	}
+	return out, created, err
+}
+
+// replacing remembers the stored Event an update was computed from.
+type replacing struct {
+	rest.UpdatedObjectInfo
+	old *core.Event
+}
+
+func (r *replacing) UpdatedObject(ctx context.Context, existing runtime.Object) (runtime.Object, error) {
+	// The fields counted, not the object: the update may change it.
+	r.old = nil
+	if e, ok := existing.(*core.Event); ok {
+		r.old = &core.Event{Count: e.Count}
+		if e.Series != nil {
+			r.old.Series = &core.EventSeries{Count: e.Series.Count}
+		}
+	}
+	return r.UpdatedObjectInfo.UpdatedObject(ctx, existing)
 }
 
 // ShortNames makes "kubectl get ev" work in both groups.
@@ -91,18 +143,16 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	return r.list(ctx, options)
 }
 
-// maxSetLookups bounds the index lookups one set-based selector costs.
-const maxSetLookups = 16
-
 // listSetByIndex answers a list whose field selector has an `in` over an
 // indexed field (`involvedObject.uid in (a,b)`) with one index lookup per
 // value, merged in key order, as the answer would come from one list; the
-// selector's other requirements, sets included, filter each lookup. A
-// reporter's bucket serves a list across namespaces only: within one
-// namespace a lookup per value would scan the namespace once per value, where
-// the fallback scans it once (fieldselectors.WithinNamespace). It answers
-// only when every lookup was served at one resourceVersion (a consistent
-// snapshot; it retries up to the newest twice) and the whole answer fits the
+// selector's other requirements, sets included, filter each lookup. Which
+// set qualifies is fieldselectors.IndexedSet's to say: a reporter's bucket
+// serves a list across namespaces only, as within one namespace a lookup
+// per value would scan the namespace once per value, where the fallback
+// scans it once (fieldselectors.WithinNamespace). It answers only when
+// every lookup was served at one resourceVersion (a consistent snapshot;
+// it retries up to the newest twice) and the whole answer fits the
 // request's limit; otherwise (writes racing the lookups, a larger answer, a
 // continue token, an exact resourceVersion) ok is false and the list scans
 // its scope as before.
@@ -118,22 +168,8 @@ func (r *REST) listSetByIndex(ctx context.Context, options *metainternalversion.
 	if namespace, _ := genericapirequest.NamespaceFrom(withSelectedNamespace(ctx, options)); namespace != "" {
 		namespaced = true
 	}
-	var set *fieldselectors.SetRequirement
-	var others []fields.Selector
-	for _, req := range options.FieldSelector.Requirements() {
-		read := fieldselectors.ReadRequirement(req)
-		isSet := fieldselectors.FieldLabel(req.Field) != req.Field
-		if set == nil && isSet && !read.Not && len(read.Values) <= maxSetLookups && fieldselectors.SetIndexed(read.Field, namespaced) {
-			set = &read
-			continue
-		}
-		if req.Operator == selection.NotEquals {
-			others = append(others, fields.OneTermNotEqualSelector(req.Field, req.Value))
-		} else {
-			others = append(others, fields.OneTermEqualSelector(req.Field, req.Value))
-		}
-	}
-	if set == nil {
+	set, rest, ok := fieldselectors.IndexedSet(options.FieldSelector, namespaced)
+	if !ok {
 		return nil, false, nil
 	}
 	rv, match := options.ResourceVersion, options.ResourceVersionMatch
@@ -144,7 +180,7 @@ func (r *REST) listSetByIndex(ctx context.Context, options *metainternalversion.
 		newest := ""
 		for _, value := range set.Values {
 			sub := *options
-			sub.FieldSelector = fields.AndSelectors(append(append([]fields.Selector{}, others...), fields.OneTermEqualSelector(set.Field, value))...)
+			sub.FieldSelector = fieldselectors.Selector(append(slices.Clip(rest), fieldselectors.Requirement{Field: set.Field, Values: []string{value}}))
 			sub.ResourceVersion, sub.ResourceVersionMatch = rv, match
 			obj, err := r.list(ctx, &sub)
 			if err != nil {

@@ -1,19 +1,31 @@
-package sqlite
+package sqlstore_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/history/sqlite"
 )
 
-// TestQueryPlans: the selectors of "one object's history" read an index
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "history.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestQueryPlans: on SQLite, the selectors of "one object's history" read an index
 // (the partial ones on related_* included, inside an OR too), never the
 // whole table.
 func TestQueryPlans(t *testing.T) {
-	s := openTest(t)
+	s := openSQLite(t)
 	since := time.Now().Add(-168 * time.Hour)
 	for _, tc := range []struct {
 		name      string
@@ -36,11 +48,11 @@ func TestQueryPlans(t *testing.T) {
 			if tc.namespace != "" {
 				q.Conditions = append(q.Conditions, history.Condition{Columns: []history.Column{history.ColumnNamespace}, Value: tc.namespace})
 			}
-			where, args, err := whereClause(q)
+			query, args, err := s.ListQuery(q)
 			if err != nil {
 				t.Fatal(err)
 			}
-			joined := queryPlan(t, s, selectRecord(0)+where+` ORDER BY v.last_seen DESC, v.revision DESC LIMIT 500`, args)
+			joined := queryPlan(t, s, query, args)
 			for _, index := range tc.want {
 				if !strings.Contains(joined, index) {
 					t.Errorf("the plan does not use %s:\n%s", index, joined)
@@ -57,13 +69,13 @@ func TestQueryPlans(t *testing.T) {
 // position indexes (an end's versions by uid), never the whole versions
 // table, with or without a filter.
 func TestChangesPlan(t *testing.T) {
-	s := openTest(t)
+	s := openSQLite(t)
 	for name, conditions := range map[string][]history.Condition{
 		"all":           nil,
 		"regarding.uid": {{Columns: []history.Column{history.ColumnRegardingUID}, Value: "x"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			query, args, err := changesQuery(history.ChangeQuery{After: 5, Through: 100, Limit: 100, Conditions: conditions})
+			query, args, err := s.ChangesQuery(history.ChangeQuery{After: 5, Through: 100, Limit: 100, Conditions: conditions})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,24 +93,11 @@ func TestChangesPlan(t *testing.T) {
 }
 
 // queryPlan is SQLite's plan for query, one step a line.
-func queryPlan(t *testing.T, s *Store, query string, args []any) string {
+func queryPlan(t *testing.T, s *sqlite.Store, query string, args []any) string {
 	t.Helper()
-	rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	plan, err := s.SQLitePlan(context.Background(), query, args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(plan, "\n")
+	return plan
 }

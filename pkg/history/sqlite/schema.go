@@ -1,0 +1,70 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/eventapiserver/event-apiserver/pkg/history/sqlstore"
+)
+
+// schema is the file's history. Versions 1 to 4 came before the versioned
+// core and are recorded in PRAGMA user_version only (version 1 files set
+// none); their steps bring such a file up to 4, and the baseline (5, which
+// adds history_schema) completes it. A new file takes the baseline at once.
+// user_version stays in step, so that servers from before 5, which compare
+// it with their own, refuse a newer file rather than write to it.
+var schema = sqlstore.Schema{
+	Before: []sqlstore.Migration{
+		{Version: 2, About: "the unique key index, built once", SQL: `
+CREATE UNIQUE INDEX IF NOT EXISTS versions_by_key ON versions (namespace, name, revision);
+DROP INDEX IF EXISTS versions_by_name;
+DROP INDEX IF EXISTS versions_by_observed;
+`},
+		// Existing rows keep position 0: they are in lists and a watch's
+		// initial state, never in a watch's changes.
+		{Version: 3, About: "the feed's positions", SQL: `
+ALTER TABLE versions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE deletions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+`},
+		// first_seq is an end's first position, seq its last. Ends stored
+		// before have 0, one position: their change stays the one on the
+		// Event's latest version.
+		{Version: 4, About: "an end's block of feed positions", SQL: `
+ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
+`},
+	},
+	// A version 1 file keeps its primary key on (revision, uid) (SQLite
+	// cannot drop one without copying the table): such a file pays for
+	// that index on insert, and nothing else differs.
+	Baseline: sqlstore.Migration{Version: 5, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
+	After: []sqlstore.Migration{
+		{Version: 6, About: "the note column", SQL: `ALTER TABLE versions ADD COLUMN note TEXT;`},
+	},
+}
+
+// Schema reads user_version, and where the file has it, history_schema.
+func (d *dialect) Schema(ctx context.Context, tx sqlstore.Tx) (int, int, error) {
+	var version int
+	if err := tx.QueryRow(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return 0, 0, err
+	}
+	if version == 0 {
+		var tables int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'versions'`).Scan(&tables); err != nil {
+			return 0, 0, err
+		}
+		// Version 1 wrote no user_version.
+		return min(tables, 1), min(tables, 1), nil
+	}
+	if version < schema.Baseline.Version {
+		return version, version, nil
+	}
+	var readableFrom int
+	err := tx.QueryRow(ctx, `SELECT readable_from FROM history_schema WHERE id = 1`).Scan(&readableFrom)
+	return version, readableFrom, err
+}
+
+func (d *dialect) Versioned(ctx context.Context, tx sqlstore.Tx, version int) error {
+	// PRAGMA takes no parameter; the value is a number.
+	return tx.Exec(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, version))
+}

@@ -1,0 +1,57 @@
+package storetest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+)
+
+// Legacy is the version the stores' migration tests put in a database of
+// an older schema, with that schema's own INSERT (LegacyInsert).
+var Legacy = Version("a", 1, "p", 1)
+
+// LegacyInsert stores Legacy in table in every schema before the feed; ph
+// spells the n-th placeholder.
+func LegacyInsert(table string, ph func(n int) string) (string, []any) {
+	holders := make([]string, 16)
+	for i := range holders {
+		holders[i] = ph(i + 1)
+	}
+	a := Legacy
+	return `INSERT INTO ` + table + ` (uid, revision, namespace, name, regarding_uid, regarding_name, regarding_namespace,
+		regarding_kind, related_uid, related_name, reason, type, reporting_controller, last_seen, observed_at, object)
+		VALUES (` + strings.Join(holders, ", ") + `)`, []any{a.UID, a.Revision, a.Namespace, a.Name, a.RegardingUID, a.RegardingName,
+			a.RegardingNamespace, a.RegardingKind, a.RelatedUID, a.RelatedName, a.Reason, a.Type, a.ReportingController,
+			a.LastSeen.UnixNano(), a.ObservedAt.UnixNano(), a.Object}
+}
+
+// Migrated checks a store migrated from a database that held Legacy: it
+// takes writes idempotently, Legacy stays at the feed's origin (in lists,
+// never a change) while a new version is fed, and the store is at known.
+func Migrated(t *testing.T, s history.Store, known int) {
+	t.Helper()
+	ctx := context.Background()
+	batch := history.Batch{Versions: []history.Version{Legacy, Version("b", 2, "p", 2)}}
+	for range 2 {
+		if err := s.Write(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.List(ctx, history.Query{})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("listed %d (%v), want 2", len(got), err)
+	}
+	// b is new: in the feed. a was stored before it: at the origin.
+	if got[0].UID != "b" || got[0].Position <= history.FeedOrigin || got[1].Position != history.FeedOrigin {
+		t.Errorf("positions after migration: %s at %d, %s at %d", got[0].UID, got[0].Position, got[1].UID, got[1].Position)
+	}
+	changes, err := s.Changes(ctx, history.ChangeQuery{After: history.FeedOrigin, Through: got[0].Position})
+	if err != nil || len(changes) != 1 || changes[0].UID != "b" {
+		t.Errorf("feed after migration: %v (%v), want b only", changes, err)
+	}
+	if st := s.Schema(); st.Version != known || st.WriteError() != nil {
+		t.Errorf("schema after migration: %+v, want version %d", st, known)
+	}
+}
