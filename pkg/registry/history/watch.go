@@ -34,6 +34,10 @@ type FeedConfig struct {
 	// PageSize bounds the records a watch reads from the store at once,
 	// and so its memory.
 	PageSize int
+	// Cluster names the server's own cluster, whose versions the store
+	// keeps without a cluster (history.ColumnCluster): records show it,
+	// and the cluster field label selects them by it.
+	Cluster string
 }
 
 const (
@@ -173,7 +177,7 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 	if options == nil {
 		options = &metainternalversion.ListOptions{}
 	}
-	p, err := parseFieldSelector(options.FieldSelector, time.Now())
+	p, err := r.parse(options.FieldSelector, time.Now())
 	if err != nil {
 		return nil, err
 	}
