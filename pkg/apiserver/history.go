@@ -19,6 +19,7 @@ import (
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
+	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
 	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 )
 
@@ -38,6 +39,13 @@ type HistoryConfig struct {
 	Retention history.Retention
 	// Feed tunes the eventrecords watch; zero values take its defaults.
 	Feed historyregistry.FeedConfig
+	// Cluster names the server's own cluster: the cluster of the versions
+	// its Sources capture (stored as "", history.ColumnCluster).
+	Cluster string
+	// Fleet, when set, captures the member clusters of a fleet beside
+	// Sources, each into Store under its own cluster name. Members come and
+	// go while the server runs; none is part of the server's readiness.
+	Fleet *fleet.Fleet
 }
 
 // installHistory serves history.eventapiserver.io and starts capture and
@@ -73,9 +81,11 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 		captures = append(captures, capture.New(source, captureConfig))
 	}
 
+	feed := c.Feed
+	feed.Cluster = c.Cluster
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed),
+		"eventrecords": historyregistry.NewREST(c.Store, decoder, feed),
 	}
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return err
@@ -84,8 +94,15 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 		return err
 	}
 	if ready {
+		// The server's own Sources only: a fleet's member captures are
+		// not, so that one member down never makes the hub unready.
 		if err := server.AddReadyzChecks(capture.ReadyzCheck(captures...)); err != nil {
 			return err
+		}
+		if c.Fleet != nil {
+			if err := server.AddReadyzChecks(c.Fleet.ReadyzCheck()); err != nil {
+				return err
+			}
 		}
 	}
 	return server.AddPostStartHook("event-history", func(hookCtx genericapiserver.PostStartHookContext) error {
@@ -100,6 +117,10 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 				for _, capturer := range captures {
 					wg.Add(1)
 					go func() { defer wg.Done(); capturer.Run(ctx) }()
+				}
+				if c.Fleet != nil {
+					wg.Add(1)
+					go func() { defer wg.Done(); c.Fleet.Run(ctx, captureConfig) }()
 				}
 			}
 			wg.Wait()
