@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
@@ -54,6 +55,8 @@ type HistoryConfig struct {
 // The one exception is a store whose schema a newer server migrated
 // (history.SchemaCheck): a replica left behind by a rolling upgrade.
 //
+// authz authorizes each requester's clusters on a fleet's hub (c.Fleet).
+//
 // With ready, capture's readiness (its store answers, its starting point is
 // stored) is a /readyz check: the history-only server serves nothing else.
 //
@@ -64,7 +67,7 @@ type HistoryConfig struct {
 // cacher's initial LIST and delayed the first LIST served. Capture loses
 // nothing by starting later: it resumes from its stored revision, which etcd
 // keeps until a compaction, and relists if etcd compacted past it.
-func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration, ready bool) error {
+func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, authz authorizer.Authorizer, cacheReady func() error, cacheWait time.Duration, ready bool) error {
 	decoder := Codecs.UniversalDecoder(core.SchemeGroupVersion)
 	captureConfig := c.Capture
 	captureConfig.Store = c.Store
@@ -83,6 +86,11 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 
 	feed := c.Feed
 	feed.Cluster = c.Cluster
+	if c.Fleet != nil {
+		// A hub: which clusters' records each person reads is authorized
+		// per cluster (historyregistry.ClustersResource).
+		feed.Clusters = authz
+	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"eventrecords": historyregistry.NewREST(c.Store, decoder, feed),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,14 +39,18 @@ import (
 // allowed to list and watch Events, nothing else. client-go's tools/record
 // writes a BackOff twice and a Pulled once in every cluster, and
 // `kubectl get eventrecords -A --field-selector cluster=b,reason=BackOff`
-// on the hub finds exactly b's two versions. Then, without restarting the
+// on the hub finds exactly b's two versions. A person of cluster a bound
+// (RBAC resourceNames on history.eventapiserver.io's clusters) to b's
+// records lists and watches b's and gets 403 for a's, for a list or watch
+// naming no cluster, and 404 for a record of a by name. Then, without restarting the
 // hub, member c is added (its Events, written before, come with its first
 // relist, as each is then) and member b removed (its capture and metrics stop: an Event
 // written in b afterwards is not captured, one in c is). Last, c's
 // kube-apiserver is stopped: the hub stays ready and still captures a.
 func TestFleet(t *testing.T) {
 	t.Parallel()
-	ctx := pollCtx(t)
+	// Each wait bounds itself; the test as a whole takes minutes.
+	ctx := testCtx(t)
 	dsn := pgtest.Start(t)
 	clusters := map[string]*framework.KubeAPIServer{}
 	for _, name := range []string{"a", "b", "c"} {
@@ -127,6 +132,49 @@ func TestFleet(t *testing.T) {
 		waitRecords("every BackOff", "reason=BackOff,cluster in (a,b,c)",
 			"a/web-a/BackOff/1", "a/web-a/BackOff/2", "b/web-b/BackOff/1", "b/web-b/BackOff/2")
 		waitRecords("not b", "cluster!=b,reason=Pulled", "a/web-a/Pulled/1")
+	})
+
+	t.Run("who sees what", func(t *testing.T) {
+		// A person of the hub's cluster bound to member b's records alone:
+		// RBAC resourceNames on the virtual resource clusters.
+		token := clusterReaderToken(ctx, t, hubCluster, "reader-b", "b")
+		reader := &rawClient{baseURL: hub.client.baseURL, token: token, client: hub.client.client}
+		const records = "/apis/history.eventapiserver.io/v1alpha1/eventrecords"
+		get := func(path string, query url.Values) response {
+			t.Helper()
+			if query != nil {
+				path += "?" + query.Encode()
+			}
+			return reader.do(t, http.MethodGet, path, nil, map[string]string{"Accept": "application/json"})
+		}
+		inApps := records[:len(records)-len("/eventrecords")] + "/namespaces/" + appNamespace + "/eventrecords"
+		if resp := get(inApps, url.Values{"fieldSelector": {"cluster=b"}}); resp.code != http.StatusOK ||
+			strings.Count(string(resp.body), `"cluster":"b"`) != 3 || strings.Contains(string(resp.body), `"cluster":"a"`) {
+			t.Errorf("b's reader lists b's records: %d %s", resp.code, resp.body)
+		}
+		for _, query := range []url.Values{
+			{"fieldSelector": {"cluster=a"}},
+			{"fieldSelector": {"cluster in (a,b)"}},
+			{"fieldSelector": {"cluster!=a"}},
+			nil,
+			{"fieldSelector": {"cluster=a"}, "watch": {"1"}},
+			{"watch": {"1"}},
+		} {
+			if resp := get(records, query); resp.code != http.StatusForbidden {
+				t.Errorf("b's reader, %v: %d %s, want 403", query, resp.code, resp.body)
+			}
+		}
+		if resp := get(records, url.Values{"fieldSelector": {"cluster=b"}, "watch": {"1"}, "timeoutSeconds": {"1"}}); resp.code != http.StatusOK ||
+			!strings.Contains(string(resp.body), `"cluster":"b"`) || strings.Contains(string(resp.body), `"cluster":"a"`) {
+			t.Errorf("b's reader watches b's records: %d %s", resp.code, resp.body)
+		}
+		// A record of a by name: not found, not forbidden, which would
+		// tell that it exists.
+		name := strings.TrimSpace(mustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace, "--field-selector", "cluster=a",
+			"-o", "jsonpath={.items[0].metadata.name}"))
+		if resp := get(inApps+"/"+name, nil); resp.code != http.StatusNotFound {
+			t.Errorf("b's reader gets a's record %s: %d %s, want 404", name, resp.code, resp.body)
+		}
 	})
 
 	t.Run("a member added and another removed without a restart", func(t *testing.T) {
@@ -246,4 +294,35 @@ func hubKubeconfig(t *testing.T, hub *historyOnlyReplica, token string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// clusterReaderToken is a token of a ServiceAccount of the hub's cluster
+// allowed to read eventrecords, and of the clusters only those named
+// (resourceNames on history.eventapiserver.io's clusters).
+func clusterReaderToken(ctx context.Context, t *testing.T, client kubernetes.Interface, name string, clusters ...string) string {
+	t.Helper()
+	const ns = "default"
+	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecords"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"clusters"}, ResourceNames: clusters, Verbs: []string{"get"}},
+	}}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	token, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token.Status.Token
 }

@@ -126,7 +126,8 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 		"With --history-only: also capture the Events of a fleet's member clusters, one per Secret of this namespace "+
 			"(of the server's own cluster) labelled "+fleet.MemberLabel+"=<cluster name>, whose "+fleet.KubeconfigKey+
 			" key holds a kubeconfig allowed to list and watch Events. Members are added and removed by creating and "+
-			"deleting Secrets, without a restart; none is part of the server's readiness (docs/fleet.md).")
+			"deleting Secrets, without a restart; none is part of the server's readiness. A reader sees a cluster's "+
+			"eventrecords only with verb get on history.eventapiserver.io clusters of that name (docs/fleet.md).")
 	fs.IntVar(&o.FleetMaxMembers, "history-fleet-max-members", o.FleetMaxMembers,
 		"With --history-fleet-namespace: most member clusters captured at once; Secrets past it (by cluster name) are left out.")
 	fs.Int64Var(&o.FleetMemberQueueBytes, "history-fleet-member-queue-bytes", o.FleetMemberQueueBytes,

@@ -88,6 +88,11 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 	if err != nil {
 		return nil, storeError(err)
 	}
+	if r.feed.Clusters != nil && r.mayRead(ctx, "") != nil && r.mayRead(ctx, r.clusterOf(rec)) != nil {
+		// Not found, as if the record were not there: a 403 would tell
+		// that a cluster one may not read holds a record of that name.
+		return nil, notFound
+	}
 	return r.record(rec)
 }
 
@@ -97,6 +102,9 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	}
 	p, err := r.parse(options.FieldSelector, time.Now())
 	if err != nil {
+		return nil, err
+	}
+	if err := r.authorizeClusters(ctx, p.query); err != nil {
 		return nil, err
 	}
 	var through int64

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
@@ -37,7 +38,10 @@ type FeedConfig struct {
 	// Cluster names the server's own cluster, whose versions the store
 	// keeps without a cluster (history.ColumnCluster): records show it,
 	// and the cluster field label selects them by it.
-	Cluster string
+	Cluster string // Clusters, when set (a fleet's hub), decides which clusters' records
+	// each requester reads (ClustersResource); nil: every reader of
+	// eventrecords reads every cluster's.
+	Clusters authorizer.Authorizer
 }
 
 const (
@@ -179,6 +183,9 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 	}
 	p, err := r.parse(options.FieldSelector, time.Now())
 	if err != nil {
+		return nil, err
+	}
+	if err := r.authorizeClusters(ctx, p.query); err != nil {
 		return nil, err
 	}
 	if namespace := genericapirequest.NamespaceValue(ctx); namespace != "" {
