@@ -46,7 +46,9 @@ import (
 // hub, member c is added (its Events, written before, come with its first
 // relist, as each is then) and member b removed (its capture and metrics stop: an Event
 // written in b afterwards is not captured, one in c is). Last, c's
-// kube-apiserver is stopped: the hub stays ready and still captures a.
+// kube-apiserver is stopped for two minutes: the hub stays ready and still
+// captures a; once c is back, every version c served before and after is in
+// history exactly once.
 func TestFleet(t *testing.T) {
 	t.Parallel()
 	// Each wait bounds itself; the test as a whole takes minutes.
@@ -198,22 +200,52 @@ func TestFleet(t *testing.T) {
 		waitRecords("c's Event after b left", "reason=Killing", "c/after-c/Killing/1")
 	})
 
-	t.Run("a member down holds up neither the hub nor the others", func(t *testing.T) {
+	t.Run("a member stopped two minutes and restarted", func(t *testing.T) {
+		c := clusters["c"].Client(t)
+		served := recordFleetEvents(ctx, t, c, appNamespace, "before-stop", "BackOff", 2)
+		stopped := time.Now()
 		if err := clusters["c"].Stop(); err != nil {
 			t.Fatal(err)
 		}
 		recordFleetEvents(ctx, t, hubCluster, appNamespace, "while-c-down", "Started", 1)
 		waitRecords("a's Event while c is down", "reason=Started", "a/while-c-down/Started/1")
-		if resp := hub.client.do(t, http.MethodGet, "/readyz", nil, nil); resp.code != http.StatusOK {
-			t.Fatalf("hub /readyz with a member down: %d %s", resp.code, resp.body)
+		// Down for two minutes, the hub ready throughout.
+		err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+			if resp := hub.client.do(t, http.MethodGet, "/readyz", nil, nil); resp.code != http.StatusOK {
+				return false, fmt.Errorf("hub /readyz with a member down: %d %s", resp.code, resp.body)
+			}
+			return time.Since(stopped) >= 2*time.Minute, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := clusters["c"].Restart(); err != nil {
+			t.Fatal(err)
+		}
+		served = append(served, recordFleetEvents(ctx, t, c, appNamespace, "after-restart", "BackOff", 2)...)
+		slices.Sort(served)
+		// Every version c served, each exactly once (record names are
+		// <event name>.<resourceVersion>, one per version).
+		var got []string
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+			out := mustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace,
+				"--field-selector", "cluster=c,regarding.name in (before-stop,after-restart)", "-o", "jsonpath={.items[*].metadata.name}")
+			got = strings.Fields(out)
+			slices.Sort(got)
+			return slices.Equal(got, served), nil
+		})
+		if err != nil {
+			t.Fatalf("c's versions in history %v, want each of %v once", got, served)
 		}
 	})
 }
 
 // recordFleetEvents writes n occurrences of reason about pod in ns through
-// client-go's tools/record, as a kubelet does, and waits until the cluster
-// holds the n-th.
-func recordFleetEvents(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, pod, reason string, n int32) {
+// client-go's tools/record, as a kubelet does, waiting after each until the
+// cluster holds it, and returns the versions the cluster served, named as
+// their records are (<event name>.<resourceVersion>): one per occurrence,
+// nothing else writing the Event.
+func recordFleetEvents(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, pod, reason string, n int32) []string {
 	t.Helper()
 	uid := types.UID(fmt.Sprintf("uid-%s-%s", pod, reason))
 	object := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, UID: uid}}
@@ -225,6 +257,7 @@ func recordFleetEvents(ctx context.Context, t *testing.T, client kubernetes.Inte
 	if reason == "BackOff" {
 		eventType = corev1.EventTypeWarning
 	}
+	var versions []string
 	for i := int32(1); i <= n; i++ {
 		recorder.Event(object, eventType, reason, "occurrence of "+reason)
 		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
@@ -232,27 +265,55 @@ func recordFleetEvents(ctx context.Context, t *testing.T, client kubernetes.Inte
 			if err != nil {
 				return false, err
 			}
-			return len(list.Items) == 1 && list.Items[0].Count == i, nil
+			if len(list.Items) != 1 || list.Items[0].Count != i {
+				return false, nil
+			}
+			versions = append(versions, list.Items[0].Name+"."+list.Items[0].ResourceVersion)
+			return true, nil
 		})
 		if err != nil {
 			t.Fatalf("waiting for %s of %s, count %d: %v", reason, pod, i, err)
 		}
 	}
+	return versions
 }
 
 // eventReaderKubeconfig is a kubeconfig for kube whose credentials may list
-// and watch Events in all namespaces and nothing else: a ServiceAccount's
-// token, bound to a ClusterRole with those two verbs.
+// and watch Events in all namespaces and nothing else.
 func eventReaderKubeconfig(ctx context.Context, t *testing.T, kube *framework.KubeAPIServer) []byte {
 	t.Helper()
-	client := kube.Client(t)
-	const ns, name = "kube-system", "event-history-hub"
+	token := serviceAccountToken(ctx, t, kube.Client(t), "event-history-hub",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch"}})
+	path := filepath.Join(t.TempDir(), "member.kubeconfig")
+	if err := standalone.WriteKubeconfig(path, kube.URL, kube.CAData, token); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// clusterReaderToken is a token of the hub's cluster allowed to read
+// eventrecords, and of the clusters only those named (resourceNames on
+// history.eventapiserver.io's clusters).
+func clusterReaderToken(ctx context.Context, t *testing.T, client kubernetes.Interface, name string, clusters ...string) string {
+	t.Helper()
+	return serviceAccountToken(ctx, t, client, name,
+		rbacv1.PolicyRule{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecords"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"clusters"}, ResourceNames: clusters, Verbs: []string{"get"}})
+}
+
+// serviceAccountToken is an hour's token of a new ServiceAccount name of
+// kube-system, bound to a ClusterRole of the same name with rules alone.
+func serviceAccountToken(ctx context.Context, t *testing.T, client kubernetes.Interface, name string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
+	const ns = "kube-system"
 	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch"}}}}
-	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -267,15 +328,7 @@ func eventReaderKubeconfig(ctx context.Context, t *testing.T, kube *framework.Ku
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "member.kubeconfig")
-	if err := standalone.WriteKubeconfig(path, kube.URL, kube.CAData, token.Status.Token); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return token.Status.Token
 }
 
 // hubKubeconfig is a kubeconfig for kubectl against the history-only hub
@@ -294,35 +347,4 @@ func hubKubeconfig(t *testing.T, hub *historyOnlyReplica, token string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// clusterReaderToken is a token of a ServiceAccount of the hub's cluster
-// allowed to read eventrecords, and of the clusters only those named
-// (resourceNames on history.eventapiserver.io's clusters).
-func clusterReaderToken(ctx context.Context, t *testing.T, client kubernetes.Interface, name string, clusters ...string) string {
-	t.Helper()
-	const ns = "default"
-	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecords"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"clusters"}, ResourceNames: clusters, Verbs: []string{"get"}},
-	}}
-	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}}
-	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expiry := int64(3600)
-	token, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return token.Status.Token
 }
