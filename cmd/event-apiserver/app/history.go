@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +20,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
+	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
 	"github.com/eventapiserver/event-apiserver/pkg/history/postgres"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlite"
 )
@@ -52,6 +54,13 @@ type HistoryOptions struct {
 	BatchInterval     time.Duration
 	MaxQueueBytes     int64
 	BehindTimeout     time.Duration
+	// ClusterName is the server's own cluster, as eventrecords show it.
+	ClusterName string
+	// FleetNamespace turns on capture from a fleet's member clusters, whose
+	// kubeconfig Secrets it holds (package fleet).
+	FleetNamespace        string
+	FleetMaxMembers       int
+	FleetMemberQueueBytes int64
 }
 
 func NewHistoryOptions() *HistoryOptions {
@@ -64,6 +73,10 @@ func NewHistoryOptions() *HistoryOptions {
 		BatchInterval:     time.Second,
 		MaxQueueBytes:     64 << 20,
 		BehindTimeout:     90 * time.Second,
+		// kube-controller-manager's --cluster-name default.
+		ClusterName:           "kubernetes",
+		FleetMaxMembers:       100,
+		FleetMemberQueueBytes: 8 << 20,
 	}
 }
 
@@ -104,6 +117,22 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 		"With --history-only: how long kube-apiserver's resourceVersion may stay below the one history captured "+
 			"up to (its etcd restored from a backup) before capture lists all Events again and resumes from "+
 			"kube-apiserver's (event_apiserver_history_capture_relists_total{reason=\"restored\"}).")
+	fs.StringVar(&o.ClusterName, "history-cluster-name", o.ClusterName,
+		"The name of the cluster this server captures, a DNS label: the cluster field of its eventrecords, "+
+			"which the field selector cluster= selects on. Versions are stored under the server's own cluster, "+
+			"not this name, so renaming it renames all of its history, including versions stored before the cluster "+
+			"field existed. Member clusters of a fleet carry their own names.")
+	fs.StringVar(&o.FleetNamespace, "history-fleet-namespace", o.FleetNamespace,
+		"With --history-only: also capture the Events of a fleet's member clusters, one per Secret of this namespace "+
+			"(of the server's own cluster) labelled "+fleet.MemberLabel+"=<cluster name>, whose "+fleet.KubeconfigKey+
+			" key holds a kubeconfig allowed to list and watch Events. Members are added and removed by creating and "+
+			"deleting Secrets, without a restart; none is part of the server's readiness. A reader sees a cluster's "+
+			"eventrecords only with verb get on history.eventapiserver.io clusters of that name (docs/fleet.md).")
+	fs.IntVar(&o.FleetMaxMembers, "history-fleet-max-members", o.FleetMaxMembers,
+		"With --history-fleet-namespace: most member clusters captured at once; Secrets past it (by cluster name) are left out.")
+	fs.Int64Var(&o.FleetMemberQueueBytes, "history-fleet-member-queue-bytes", o.FleetMemberQueueBytes,
+		"With --history-fleet-namespace: bytes of Event changes read from one member cluster and not yet written to "+
+			"history (--history-max-queue-bytes for each member).")
 }
 
 // Complete reads --history-dsn-file. A file that cannot be read or holds
@@ -153,6 +182,15 @@ func (o *HistoryOptions) Validate() []error {
 	}
 	if o.BatchSize <= 0 || o.MaxQueueBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--history-batch-size and --history-max-queue-bytes must be positive"))
+	}
+	if o.FleetMaxMembers <= 0 || o.FleetMemberQueueBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--history-fleet-max-members and --history-fleet-member-queue-bytes must be positive"))
+	}
+	if msgs := validation.ValidateNamespaceName(o.FleetNamespace, false); o.FleetNamespace != "" && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--history-fleet-namespace %q: %s", o.FleetNamespace, strings.Join(msgs, "; ")))
+	}
+	if msgs := fleet.ValidateName(o.ClusterName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--history-cluster-name %q: %s", o.ClusterName, strings.Join(msgs, "; ")))
 	}
 	return errs
 }
@@ -217,6 +255,7 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 		Sources:   []capture.Source{source},
 		Capture:   o.captureConfig(),
 		Retention: o.retention(),
+		Cluster:   o.ClusterName,
 	}, nil
 }
 
@@ -237,10 +276,25 @@ func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config, eve
 		return nil, err
 	}
 	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: client, BehindTimeout: o.BehindTimeout, EventMetrics: events})
+	var members *fleet.Fleet
+	if o.FleetNamespace != "" {
+		members = fleet.New(fleet.Config{
+			Client:        client,
+			Namespace:     o.FleetNamespace,
+			Own:           o.ClusterName,
+			MaxMembers:    o.FleetMaxMembers,
+			MaxQueueBytes: o.FleetMemberQueueBytes,
+			BehindTimeout: o.BehindTimeout,
+			// One watch, and a relist's pages now and then.
+			QPS: 5, Burst: 10,
+		})
+	}
 	return &apiserver.HistoryConfig{
 		Store:     store,
 		Sources:   []capture.Source{source},
 		Capture:   o.captureConfig(),
 		Retention: o.retention(),
+		Cluster:   o.ClusterName,
+		Fleet:     members,
 	}, nil
 }

@@ -113,8 +113,9 @@ var (
 	// selfSignedFlags shape the certificate made when none is given.
 	selfSignedFlags = []string{"self-signed-cert-dns-names", "self-signed-cert-validity"}
 	// historyOnlyFlags tune capture through kube-apiserver's API.
-	historyOnlyFlags = []string{"history-capture-behind-timeout"}
-	certFileFlags    = []string{"tls-cert-file", "tls-private-key-file"}
+	historyOnlyFlags = []string{"history-capture-behind-timeout",
+		"history-fleet-namespace", "history-fleet-max-members", "history-fleet-member-queue-bytes"}
+	certFileFlags = []string{"tls-cert-file", "tls-private-key-file"}
 )
 
 // flagErrors refuses contradictory flags, each error naming the flags on

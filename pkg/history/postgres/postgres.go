@@ -76,6 +76,9 @@ var schema = sqlstore.Schema{
 	Baseline: sqlstore.Migration{Version: 1, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
 	After: []sqlstore.Migration{
 		{Version: 2, About: "the note column", SQL: `ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS note text;`},
+		// A constant default: PostgreSQL 11+ adds it without rewriting
+		// the table. '' is the server's own cluster (history.ColumnCluster).
+		{Version: 3, About: "the cluster column", SQL: `ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS cluster text NOT NULL DEFAULT '';`},
 	},
 }
 

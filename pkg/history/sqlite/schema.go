@@ -39,6 +39,9 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 	Baseline: sqlstore.Migration{Version: 5, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
 	After: []sqlstore.Migration{
 		{Version: 6, About: "the note column", SQL: `ALTER TABLE versions ADD COLUMN note TEXT;`},
+		// '' is the server's own cluster (history.ColumnCluster), what
+		// every version stored before a fleet was.
+		{Version: 7, About: "the cluster column", SQL: `ALTER TABLE versions ADD COLUMN cluster TEXT NOT NULL DEFAULT '';`},
 	},
 }
 

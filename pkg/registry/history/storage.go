@@ -45,6 +45,8 @@ type REST struct {
 	decoder runtime.Decoder
 	feed    FeedConfig
 	hub     *feedHub
+	// cluster names the server's own cluster (FeedConfig.Cluster).
+	cluster string
 }
 
 var (
@@ -59,7 +61,7 @@ var (
 // NewREST serves the records of s; decoder reads the stored Events.
 func NewREST(s store.Store, decoder runtime.Decoder, feed FeedConfig) *REST {
 	feed = feed.withDefaults()
-	return &REST{store: s, decoder: decoder, feed: feed, hub: newFeedHub(s, feed)}
+	return &REST{store: s, decoder: decoder, feed: feed, hub: newFeedHub(s, feed), cluster: feed.Cluster}
 }
 
 func (r *REST) New() runtime.Object     { return &historyapi.EventRecord{} }
@@ -86,6 +88,11 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 	if err != nil {
 		return nil, storeError(err)
 	}
+	if r.feed.Clusters != nil && r.mayRead(ctx, "") != nil && r.mayRead(ctx, r.clusterOf(rec)) != nil {
+		// Not found, as if the record were not there: a 403 would tell
+		// that a cluster one may not read holds a record of that name.
+		return nil, notFound
+	}
 	return r.record(rec)
 }
 
@@ -93,8 +100,11 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	if options == nil {
 		options = &metainternalversion.ListOptions{}
 	}
-	p, err := parseFieldSelector(options.FieldSelector, time.Now())
+	p, err := r.parse(options.FieldSelector, time.Now())
 	if err != nil {
+		return nil, err
+	}
+	if err := r.authorizeClusters(ctx, p.query); err != nil {
 		return nil, err
 	}
 	var through int64
@@ -215,6 +225,7 @@ func (r *REST) record(row store.Record) (*historyapi.EventRecord, error) {
 		Event:    *event,
 		LastSeen: metav1.NewTime(row.LastSeen),
 		Live:     row.DeletedAt == nil,
+		Cluster:  r.clusterOf(row),
 	}
 	if row.DeletedAt != nil {
 		t := metav1.NewTime(*row.DeletedAt)
