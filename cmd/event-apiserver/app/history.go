@@ -189,6 +189,12 @@ func (o *HistoryOptions) Validate() []error {
 	if msgs := validation.ValidateNamespaceName(o.FleetNamespace, false); o.FleetNamespace != "" && len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--history-fleet-namespace %q: %s", o.FleetNamespace, strings.Join(msgs, "; ")))
 	}
+	// SQLite's versions table keys a version by namespace, name and
+	// revision, not by cluster: two members' Events that agree on all three
+	// would keep one of them.
+	if o.FleetNamespace != "" && o.Store != historyStorePostgres {
+		errs = append(errs, fmt.Errorf("--history-fleet-namespace needs --history-store=%s: the embedded store cannot tell apart two member clusters' Events of one namespace, name and resourceVersion", historyStorePostgres))
+	}
 	if msgs := fleet.ValidateName(o.ClusterName); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--history-cluster-name %q: %s", o.ClusterName, strings.Join(msgs, "; ")))
 	}

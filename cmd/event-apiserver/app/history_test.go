@@ -41,6 +41,8 @@ func TestHistoryDSNFile(t *testing.T) {
 		{name: "only a newline", args: []string{"--history-store=postgres", "--history-dsn-file=" + blank}, wantErr: "is empty"},
 		{name: "a directory", args: []string{"--history-store=postgres", "--history-dsn-file=" + dir}, wantErr: "--history-dsn-file: read " + dir},
 		{name: "neither, postgres", args: []string{"--history-store=postgres"}, wantErr: "--history-store=postgres needs --history-dsn-file"},
+		{name: "a fleet on SQLite", args: []string{"--history-fleet-namespace=fleet"}, wantErr: "--history-fleet-namespace needs --history-store=postgres"},
+		{name: "a fleet on PostgreSQL", args: []string{"--history-store=postgres", "--history-dsn=" + dsn, "--history-fleet-namespace=fleet"}, wantDSN: dsn},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -209,6 +209,14 @@ func PollCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// TestCtx lasts the test: for what runs beside it (recorders, watches),
+// each wait bounded on its own.
+func TestCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // Send is Do for a Request value.
 func (c *RawClient) Send(t *testing.T, r Request) Response {
 	t.Helper()

@@ -31,14 +31,6 @@ func eventsCounted(t *testing.T, config *rest.Config, source, typ, reason, kind,
 	})
 }
 
-// testCtx lasts the test: the recorders run on it, and each wait is
-// bounded by framework.PollTimeout on its own.
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // waitCounted waits until read gives want.
 func waitCounted(ctx context.Context, t *testing.T, what string, want float64, read func() float64) {
 	t.Helper()
@@ -67,7 +59,7 @@ func TestEventMetricsWritten(t *testing.T) {
 	}})
 	client := server.Client(t)
 	config := server.Config(t)
-	ctx := testCtx(t)
+	ctx := framework.TestCtx(t)
 	counted := func(typ, reason, kind, namespace string) func() float64 {
 		return func() float64 { return eventsCounted(t, config, "written", typ, reason, kind, namespace) }
 	}
@@ -179,7 +171,7 @@ func TestEventMetricsCaptured(t *testing.T) {
 	t.Parallel()
 	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	client := kube.Client(t)
-	ctx := testCtx(t)
+	ctx := framework.TestCtx(t)
 	const ns = "metrics-captured"
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

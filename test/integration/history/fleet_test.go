@@ -1,4 +1,4 @@
-package integration
+package history
 
 import (
 	"context"
@@ -52,7 +52,7 @@ import (
 func TestFleet(t *testing.T) {
 	t.Parallel()
 	// Each wait bounds itself; the test as a whole takes minutes.
-	ctx := testCtx(t)
+	ctx := framework.TestCtx(t)
 	dsn := pgtest.Start(t)
 	clusters := map[string]*framework.KubeAPIServer{}
 	for _, name := range []string{"a", "b", "c"} {
@@ -85,14 +85,14 @@ func TestFleet(t *testing.T) {
 	}
 	addMember("b")
 
-	hub := startHistoryOnlyReplica(t, clusters["a"], []string{"--history-store=postgres", "--history-dsn=" + dsn,
+	hub := framework.StartHistoryOnlyReplica(t, clusters["a"], []string{"--history-store=postgres", "--history-dsn=" + dsn,
 		"--history-cluster-name=a", "--history-fleet-namespace=" + fleetNamespace})
 	// The hub is ready once its own cluster's starting point is stored; a
 	// member's capture has stored its own once its captured revision shows.
 	capturing := func(member string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
-			return hub.metric(t, `event_apiserver_history_capture_revision{source="`+fleet.SourcePrefix+member+`"}`) > 0, nil
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
+			return hub.Metric(t, `event_apiserver_history_capture_revision{source="`+fleet.SourcePrefix+member+`"}`) > 0, nil
 		})
 		if err != nil {
 			t.Fatalf("member %s's capture has not stored its starting point: %v", member, err)
@@ -107,7 +107,7 @@ func TestFleet(t *testing.T) {
 	kubeconfig := hubKubeconfig(t, hub, clusters["a"].AdminToken)
 	records := func(selector string) []string {
 		t.Helper()
-		out, stderr, err := kubectl(t, kubeconfig, "get", "eventrecords", "-A", "--field-selector", selector,
+		out, stderr, err := framework.Kubectl(t, kubeconfig, "get", "eventrecords", "-A", "--field-selector", selector,
 			"-o", `jsonpath={range .items[*]}{.cluster}/{.event.regarding.name}/{.event.reason}/{.event.deprecatedCount}{"\n"}{end}`)
 		if err != nil {
 			t.Fatalf("kubectl get eventrecords --field-selector %s: %v\n%s", selector, err, stderr)
@@ -140,19 +140,19 @@ func TestFleet(t *testing.T) {
 		// A person of the hub's cluster bound to member b's records alone:
 		// RBAC resourceNames on the virtual resource clusters.
 		token := clusterReaderToken(ctx, t, hubCluster, "reader-b", "b")
-		reader := &rawClient{baseURL: hub.client.baseURL, token: token, client: hub.client.client}
+		reader := &framework.RawClient{BaseURL: hub.Client.BaseURL, Token: token, HTTP: hub.Client.HTTP}
 		const records = "/apis/history.eventapiserver.io/v1alpha1/eventrecords"
-		get := func(path string, query url.Values) response {
+		get := func(path string, query url.Values) framework.Response {
 			t.Helper()
 			if query != nil {
 				path += "?" + query.Encode()
 			}
-			return reader.do(t, http.MethodGet, path, nil, map[string]string{"Accept": "application/json"})
+			return reader.Do(t, http.MethodGet, path, nil, map[string]string{"Accept": "application/json"})
 		}
 		inApps := records[:len(records)-len("/eventrecords")] + "/namespaces/" + appNamespace + "/eventrecords"
-		if resp := get(inApps, url.Values{"fieldSelector": {"cluster=b"}}); resp.code != http.StatusOK ||
-			strings.Count(string(resp.body), `"cluster":"b"`) != 3 || strings.Contains(string(resp.body), `"cluster":"a"`) {
-			t.Errorf("b's reader lists b's records: %d %s", resp.code, resp.body)
+		if resp := get(inApps, url.Values{"fieldSelector": {"cluster=b"}}); resp.Code != http.StatusOK ||
+			strings.Count(string(resp.Body), `"cluster":"b"`) != 3 || strings.Contains(string(resp.Body), `"cluster":"a"`) {
+			t.Errorf("b's reader lists b's records: %d %s", resp.Code, resp.Body)
 		}
 		for _, query := range []url.Values{
 			{"fieldSelector": {"cluster=a"}},
@@ -162,20 +162,20 @@ func TestFleet(t *testing.T) {
 			{"fieldSelector": {"cluster=a"}, "watch": {"1"}},
 			{"watch": {"1"}},
 		} {
-			if resp := get(records, query); resp.code != http.StatusForbidden {
-				t.Errorf("b's reader, %v: %d %s, want 403", query, resp.code, resp.body)
+			if resp := get(records, query); resp.Code != http.StatusForbidden {
+				t.Errorf("b's reader, %v: %d %s, want 403", query, resp.Code, resp.Body)
 			}
 		}
-		if resp := get(records, url.Values{"fieldSelector": {"cluster=b"}, "watch": {"1"}, "timeoutSeconds": {"1"}}); resp.code != http.StatusOK ||
-			!strings.Contains(string(resp.body), `"cluster":"b"`) || strings.Contains(string(resp.body), `"cluster":"a"`) {
-			t.Errorf("b's reader watches b's records: %d %s", resp.code, resp.body)
+		if resp := get(records, url.Values{"fieldSelector": {"cluster=b"}, "watch": {"1"}, "timeoutSeconds": {"1"}}); resp.Code != http.StatusOK ||
+			!strings.Contains(string(resp.Body), `"cluster":"b"`) || strings.Contains(string(resp.Body), `"cluster":"a"`) {
+			t.Errorf("b's reader watches b's records: %d %s", resp.Code, resp.Body)
 		}
 		// A record of a by name: not found, not forbidden, which would
 		// tell that it exists.
-		name := strings.TrimSpace(mustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace, "--field-selector", "cluster=a",
+		name := strings.TrimSpace(framework.MustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace, "--field-selector", "cluster=a",
 			"-o", "jsonpath={.items[0].metadata.name}"))
-		if resp := get(inApps+"/"+name, nil); resp.code != http.StatusNotFound {
-			t.Errorf("b's reader gets a's record %s: %d %s, want 404", name, resp.code, resp.body)
+		if resp := get(inApps+"/"+name, nil); resp.Code != http.StatusNotFound {
+			t.Errorf("b's reader gets a's record %s: %d %s, want 404", name, resp.Code, resp.Body)
 		}
 	})
 
@@ -187,10 +187,10 @@ func TestFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 		// b's capture has stopped once its series are gone from /metrics.
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
-			resp := hub.client.do(t, http.MethodGet, "/metrics", nil, nil)
-			return resp.code == http.StatusOK && !strings.Contains(string(resp.body), `source="`+fleet.SourcePrefix+`b"`) &&
-				strings.Contains(string(resp.body), `source="`+fleet.SourcePrefix+`c"`), nil
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(context.Context) (bool, error) {
+			resp := hub.Client.Do(t, http.MethodGet, "/metrics", nil, nil)
+			return resp.Code == http.StatusOK && !strings.Contains(string(resp.Body), `source="`+fleet.SourcePrefix+`b"`) &&
+				strings.Contains(string(resp.Body), `source="`+fleet.SourcePrefix+`c"`), nil
 		})
 		if err != nil {
 			t.Fatalf("b's capture still runs, or c's does not: %v", err)
@@ -211,8 +211,8 @@ func TestFleet(t *testing.T) {
 		waitRecords("a's Event while c is down", "reason=Started", "a/while-c-down/Started/1")
 		// Down for two minutes, the hub ready throughout.
 		err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-			if resp := hub.client.do(t, http.MethodGet, "/readyz", nil, nil); resp.code != http.StatusOK {
-				return false, fmt.Errorf("hub /readyz with a member down: %d %s", resp.code, resp.body)
+			if resp := hub.Client.Do(t, http.MethodGet, "/readyz", nil, nil); resp.Code != http.StatusOK {
+				return false, fmt.Errorf("hub /readyz with a member down: %d %s", resp.Code, resp.Body)
 			}
 			return time.Since(stopped) >= 2*time.Minute, nil
 		})
@@ -228,7 +228,7 @@ func TestFleet(t *testing.T) {
 		// <event name>.<resourceVersion>, one per version).
 		var got []string
 		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
-			out := mustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace,
+			out := framework.MustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace,
 				"--field-selector", "cluster=c,regarding.name in (before-stop,after-restart)", "-o", "jsonpath={.items[*].metadata.name}")
 			got = strings.Fields(out)
 			slices.Sort(got)
@@ -260,7 +260,7 @@ func recordFleetEvents(ctx context.Context, t *testing.T, client kubernetes.Inte
 	var versions []string
 	for i := int32(1); i <= n; i++ {
 		recorder.Event(object, eventType, reason, "occurrence of "+reason)
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.PollTimeout, true, func(ctx context.Context) (bool, error) {
 			list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid)})
 			if err != nil {
 				return false, err
@@ -335,10 +335,10 @@ func serviceAccountToken(ctx context.Context, t *testing.T, client kubernetes.In
 // directly, with token (which it authenticates through its cluster's
 // TokenReview); its serving certificate is self-signed, and TLS is not
 // what this test is about.
-func hubKubeconfig(t *testing.T, hub *historyOnlyReplica, token string) string {
+func hubKubeconfig(t *testing.T, hub *framework.HistoryOnlyReplica, token string) string {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["hub"] = &clientcmdapi.Cluster{Server: hub.client.baseURL, InsecureSkipTLSVerify: true}
+	cfg.Clusters["hub"] = &clientcmdapi.Cluster{Server: hub.Client.BaseURL, InsecureSkipTLSVerify: true}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "admin"}
 	cfg.CurrentContext = "hub"
