@@ -82,7 +82,7 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, framework.PollTimeout, true,
 		func(ctx context.Context) (bool, error) {
 			rvA, rvB = cacheRV(ctx, t, clientA, ns), cacheRV(ctx, t, clientB, ns)
-			return framework.RVInt(t, rvA) == final && framework.RVInt(t, rvB) == final, nil
+			return framework.RVInt(t, rvA) >= final && framework.RVInt(t, rvB) >= final, nil
 		})
 	t.Logf("etcd at %d; after %v replica A at %s, B at %s", final, time.Since(start).Round(time.Millisecond), rvA, rvB)
 	if err != nil {
@@ -90,15 +90,20 @@ func TestWatchResumeAcrossReplicas(t *testing.T) {
 			final, framework.PollTimeout, framework.DefaultEtcdProgressNotifyInterval, rvA, rvB)
 	}
 
-	// A client on either replica now gets bookmarks at that revision.
+	// A client on either replica now gets bookmarks at that revision, or
+	// a later one: the TTL backstop's revision clock (pkg/expiry) is a key
+	// outside the Events that the replicas themselves write.
 	for name, client := range map[string]kubernetes.Interface{"A": clientA, "B": clientB} {
 		w := watchEvents(ctx, t, client, ns, metav1.ListOptions{
 			ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](3),
 		})
 		got, _ := framework.Observe(ctx, w, nil)
 		bookmarks := framework.OfType(got, watch.Bookmark)
-		if len(bookmarks) == 0 || framework.RVInt(t, bookmarks[len(bookmarks)-1].RV) != final {
-			t.Errorf("replica %s: bookmarks %v, want one at %d", name, bookmarks, final)
+		now := etcdRevision(ctx, t, kv)
+		if len(bookmarks) == 0 {
+			t.Errorf("replica %s: no bookmark, want one at %d or later (etcd now at %d)", name, final, now)
+		} else if last := framework.RVInt(t, bookmarks[len(bookmarks)-1].RV); last < final || last > now {
+			t.Errorf("replica %s: bookmarks %v, want the last between %d and etcd's %d", name, bookmarks, final, now)
 		}
 	}
 }
