@@ -57,6 +57,7 @@ var spelling = sqlstore.Spelling{
 	Greatest:    "GREATEST",
 	EndsJoin:    "JOIN",
 	LockHead:    " FOR UPDATE",
+	Bytewise:    ` COLLATE "C"`,
 	Text:        "text", Int: "bigint", Bytes: "bytea", ID: "int",
 	// The day is a function of the version itself, so every replica puts
 	// a version in the same partition, and the key (uid, revision,
