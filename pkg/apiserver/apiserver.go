@@ -79,7 +79,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		if c.ExtraConfig.History == nil {
 			return nil, fmt.Errorf("a history-only server needs a history store")
 		}
-		if err := installHistory(genericServer, c.ExtraConfig.History, func() error { return nil }, time.Minute, true); err != nil {
+		if err := installHistory(genericServer, c.GenericConfig.Authorization.Authorizer, c.ExtraConfig.History, func() error { return nil }, time.Minute, true); err != nil {
 			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
 		}
 		return &EventServer{GenericAPIServer: genericServer}, nil
@@ -112,9 +112,9 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	}
 
 	if c.ExtraConfig.History != nil {
-		err = installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false)
+		err = installHistory(genericServer, c.GenericConfig.Authorization.Authorizer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false)
 	} else {
-		err = installHistoryOff(genericServer)
+		err = installHistoryOff(genericServer, c.GenericConfig.Authorization.Authorizer)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
@@ -38,6 +39,8 @@ type HistoryConfig struct {
 	Retention history.Retention
 	// Feed tunes the eventrecords watch; zero values take its defaults.
 	Feed historyregistry.FeedConfig
+	// Count bounds eventrecordcounts; zero values take its defaults.
+	Count historyregistry.CountConfig
 }
 
 // installHistory serves history.eventapiserver.io and starts capture and
@@ -56,7 +59,7 @@ type HistoryConfig struct {
 // cacher's initial LIST and delayed the first LIST served. Capture loses
 // nothing by starting later: it resumes from its stored revision, which etcd
 // keeps until a compaction, and relists if etcd compacted past it.
-func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration, ready bool) error {
+func installHistory(server *genericapiserver.GenericAPIServer, authz authorizer.Authorizer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration, ready bool) error {
 	decoder := Codecs.UniversalDecoder(core.SchemeGroupVersion)
 	captureConfig := c.Capture
 	captureConfig.Store = c.Store
@@ -76,6 +79,9 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed),
+	}
+	if counter, ok := c.Store.(history.Counter); ok {
+		countResources(group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version], counter, authz, c.Count)
 	}
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return err
@@ -120,12 +126,21 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 
 // installHistoryOff serves history.eventapiserver.io while history is off,
 // every request answered with how to turn it on (historyregistry.Off).
-func installHistoryOff(server *genericapiserver.GenericAPIServer) error {
+func installHistoryOff(server *genericapiserver.GenericAPIServer, authz authorizer.Authorizer) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"eventrecords": historyregistry.Off{},
 	}
+	countResources(group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version], nil, authz, historyregistry.CountConfig{})
 	return server.InstallAPIGroup(&group)
+}
+
+// countResources adds the count resources: one namespace's, and all
+// namespaces', as LocalSubjectAccessReview and SubjectAccessReview are
+// a pair. A nil counter answers Off's 404.
+func countResources(storage map[string]rest.Storage, counter history.Counter, authz authorizer.Authorizer, config historyregistry.CountConfig) {
+	storage["eventrecordcounts"] = historyregistry.NewCountREST(counter, authz, Scheme, false, config)
+	storage["clustereventrecordcounts"] = historyregistry.NewCountREST(counter, authz, Scheme, true, config)
 }
 
 // waitFor polls ready until it holds or limit passes, and reports whether to

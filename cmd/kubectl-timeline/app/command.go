@@ -32,7 +32,10 @@ const example = `  # Everything that happened to pod/web-0 in the current namesp
   kubectl timeline pod/web-0 -n shop --since=48h -w
 
   # Only Warnings, in every namespace, as an EventRecordList for jq
-  kubectl timeline statefulset/db -A --types=Warning -o json`
+  kubectl timeline statefulset/db -A --types=Warning -o json
+
+  # Counts per reason over the last week, a bar and a daily sparkline each
+  kubectl timeline summary --since=168h --bucket=24h`
 
 // defaultChunkSize is kubectl's (cmdutil.DefaultChunkSize): the page size
 // of every list.
@@ -95,6 +98,7 @@ live Events.`,
 		},
 	}
 	flags.AddFlags(cmd)
+	cmd.AddCommand(newSummaryCommand(flags.ConfigFlags, streams))
 	return cmd
 }
 
