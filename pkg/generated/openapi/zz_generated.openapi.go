@@ -597,7 +597,7 @@ func schema_pkg_apis_history_v1alpha1_EventRecordCountSpec(ref common.ReferenceC
 				Properties: map[string]spec.Schema{
 					"fieldSelector": {
 						SchemaProps: spec.SchemaProps{
-							Description: "FieldSelector selects the records as eventrecords' fieldSelector does, since and until included (the window; since defaults to 24h before until, until to now). Only labels the store answers itself are accepted: those of the columns history indexes or keeps (regarding.*, related.uid, related.name, reason, type, reportingController, metadata.*), with = and !=.",
+							Description: "FieldSelector selects the records as eventrecords' fieldSelector does, since and until included (the window; since defaults to 24h before until, until to now). Only labels of the fields history keeps in columns are accepted, with = and !=: regarding.uid, regarding.name, regarding.namespace, regarding.kind, related.uid, related.name, reason, type, reportingController, metadata.namespace, metadata.name and the regardingOrRelated labels of those.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

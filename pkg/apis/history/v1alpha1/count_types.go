@@ -47,10 +47,11 @@ type ClusterEventRecordCount struct {
 type EventRecordCountSpec struct {
 	// FieldSelector selects the records as eventrecords' fieldSelector
 	// does, since and until included (the window; since defaults to 24h
-	// before until, until to now). Only labels the store answers itself
-	// are accepted: those of the columns history indexes or keeps
-	// (regarding.*, related.uid, related.name, reason, type,
-	// reportingController, metadata.*), with = and !=.
+	// before until, until to now). Only labels of the fields history keeps
+	// in columns are accepted, with = and !=: regarding.uid, regarding.name,
+	// regarding.namespace, regarding.kind, related.uid, related.name,
+	// reason, type, reportingController, metadata.namespace, metadata.name
+	// and the regardingOrRelated labels of those.
 	// +optional
 	FieldSelector string `json:"fieldSelector,omitempty" protobuf:"bytes,1,opt,name=fieldSelector"`
 	// GroupBy is one or two of reason, type, regarding.kind,
