@@ -704,7 +704,7 @@ func schema_pkg_apis_history_v1alpha1_EventRecordCountStatus(ref common.Referenc
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Buckets are every bucket the window touches, oldest first, each with a count per group.",
+							Description: "Buckets are every bucket the window touches, oldest first, each with a count per group; without until in the selector, also any later bucket holding records last seen after now (a recorder's clock ahead), which a list returns too.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

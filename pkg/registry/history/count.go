@@ -152,7 +152,7 @@ func (r *CountREST) Create(ctx context.Context, obj runtime.Object, createValida
 			return nil, err
 		}
 	}
-	query, err := r.countQuery(spec, namespace, time.Now())
+	query, until, err := r.countQuery(spec, namespace, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (r *CountREST) Create(ctx context.Context, obj runtime.Object, createValida
 	if err != nil {
 		return nil, storeError(err)
 	}
-	*status = countStatus(query, counts)
+	*status = countStatus(query, until, counts)
 	return obj, nil
 }
 
@@ -196,7 +196,12 @@ func (r *CountREST) authorize(ctx context.Context, namespace string) error {
 
 // countQuery reads a spec into the store's query, refusing with 422, each
 // problem at its field, what the store cannot count exactly.
-func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace string, now time.Time) (store.CountQuery, error) {
+//
+// Without until, the window's end is now but the query's stays open, as a
+// list's does: a version last seen after now (a recorder's clock ahead of
+// ours) is counted as the list returns it, in a bucket after until
+// (countStatus).
+func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace string, now time.Time) (store.CountQuery, time.Time, error) {
 	var q store.CountQuery
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
@@ -238,13 +243,14 @@ func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace 
 		}
 		q.Query = p.query
 	}
-	if q.Until.IsZero() {
-		q.Until = now
+	until := q.Until
+	if until.IsZero() {
+		until = now
 	}
 	if q.Since.IsZero() {
-		q.Since = q.Until.Add(-defaultCountWindow)
+		q.Since = until.Add(-defaultCountWindow)
 	}
-	if window := q.Until.Sub(q.Since); window > r.config.MaxWindow {
+	if window := until.Sub(q.Since); window > r.config.MaxWindow {
 		errs = append(errs, field.Invalid(selectorPath, spec.FieldSelector, fmt.Sprintf(
 			"the window from since to until spans %s, more than the %s a count may span", window, r.config.MaxWindow)))
 	}
@@ -275,7 +281,7 @@ func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace 
 	bucketPath := specPath.Child("bucketSize")
 	if q.Bucket < time.Second {
 		errs = append(errs, field.Invalid(bucketPath, spec.BucketSize.Duration.String(), "must be at least 1s"))
-	} else if n := len(bucketStarts(q.Since, q.Until, q.Bucket)); n > maxBuckets {
+	} else if n := len(bucketStarts(q.Since, until, q.Bucket)); n > maxBuckets {
 		errs = append(errs, field.Invalid(bucketPath, q.Bucket.String(), fmt.Sprintf(
 			"the window makes %d buckets of this size, more than %d: choose a larger bucketSize or a shorter window", n, maxBuckets)))
 	}
@@ -292,9 +298,9 @@ func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace 
 		if r.cluster {
 			kind = "ClusterEventRecordCount"
 		}
-		return q, apierrors.NewInvalid(schema.GroupKind{Group: historyapi.GroupName, Kind: kind}, "", errs)
+		return q, until, apierrors.NewInvalid(schema.GroupKind{Group: historyapi.GroupName, Kind: kind}, "", errs)
 	}
-	return q, nil
+	return q, until, nil
 }
 
 // bucketStarts lists the start of every bucket [since, until) touches;
@@ -316,19 +322,26 @@ func bucketStarts(since, until time.Time, bucket time.Duration) []time.Time {
 }
 
 // countStatus lays the store's counts out as the API answers them: every
-// bucket of the window, a count per group in each.
-func countStatus(q store.CountQuery, counts store.Counts) historyapi.EventRecordCountStatus {
+// bucket from since to until, and any bucket after until that holds
+// versions (countQuery), a count per group in each.
+func countStatus(q store.CountQuery, until time.Time, counts store.Counts) historyapi.EventRecordCountStatus {
 	status := historyapi.EventRecordCountStatus{
 		Since: metav1.NewTime(q.Since),
-		Until: metav1.NewTime(q.Until),
+		Until: metav1.NewTime(until),
 		Total: counts.Total,
 		Other: counts.Total,
 	}
+	end := until
 	for _, g := range counts.Groups {
 		status.Groups = append(status.Groups, historyapi.EventRecordCountGroup{Values: g.Values, Total: g.Total})
 		status.Other -= g.Total
+		for start := range g.Buckets {
+			if !start.Before(end) {
+				end = start.Add(q.Bucket)
+			}
+		}
 	}
-	for _, start := range bucketStarts(q.Since, q.Until, q.Bucket) {
+	for _, start := range bucketStarts(q.Since, end, q.Bucket) {
 		b := historyapi.EventRecordCountBucket{Start: metav1.NewTime(start), Counts: make([]int64, len(counts.Groups))}
 		for i, g := range counts.Groups {
 			b.Counts[i] = g.Buckets[start]

@@ -85,7 +85,9 @@ type EventRecordCountStatus struct {
 	// +optional
 	Groups []EventRecordCountGroup `json:"groups,omitempty" protobuf:"bytes,5,rep,name=groups"`
 	// Buckets are every bucket the window touches, oldest first, each with
-	// a count per group.
+	// a count per group; without until in the selector, also any later
+	// bucket holding records last seen after now (a recorder's clock
+	// ahead), which a list returns too.
 	// +listType=atomic
 	// +optional
 	Buckets []EventRecordCountBucket `json:"buckets,omitempty" protobuf:"bytes,6,rep,name=buckets"`
