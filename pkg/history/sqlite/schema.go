@@ -40,8 +40,8 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 	After: []sqlstore.Migration{
 		{Version: 6, About: "the note column", SQL: `ALTER TABLE versions ADD COLUMN note TEXT;`},
 		// sqlstore.Store.Count's covering index: a count reads a week of
-		// versions from it alone, not the rows with their objects (8.4 s
-		// against ... at 10^6 versions, docs/benchmarks.md).
+		// versions from it alone, not the rows with their objects
+		// (docs/benchmarks.md, "Counts over time").
 		{Version: 7, About: "the counts' covering index", SQL: `CREATE INDEX IF NOT EXISTS versions_by_counted
 			ON versions (last_seen, reason, type, regarding_kind, namespace, reporting_controller, regarding_name, seq);`},
 	},
