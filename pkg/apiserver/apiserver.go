@@ -118,7 +118,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	if c.ExtraConfig.History != nil {
 		err = installHistory(genericServer, c.ExtraConfig.History, c.GenericConfig.Authorization.Authorizer, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false)
 	} else {
-		err = installHistoryOff(genericServer)
+		err = installHistoryOff(genericServer, c.GenericConfig.Authorization.Authorizer)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)

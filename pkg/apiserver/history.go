@@ -47,6 +47,8 @@ type HistoryConfig struct {
 	// Sources, each into Store under its own cluster name. Members come and
 	// go while the server runs; none is part of the server's readiness.
 	Fleet *fleet.Fleet
+	// Count bounds eventrecordcounts; zero values take its defaults.
+	Count historyregistry.CountConfig
 }
 
 // installHistory serves history.eventapiserver.io and starts capture and
@@ -92,8 +94,12 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 		feed.Clusters = authz
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	records := historyregistry.NewREST(c.Store, decoder, feed)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"eventrecords": historyregistry.NewREST(c.Store, decoder, feed),
+		"eventrecords": records,
+	}
+	if counter, ok := c.Store.(history.Counter); ok {
+		countResources(group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version], counter, records, authz, c.Count)
 	}
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return err
@@ -149,12 +155,21 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 
 // installHistoryOff serves history.eventapiserver.io while history is off,
 // every request answered with how to turn it on (historyregistry.Off).
-func installHistoryOff(server *genericapiserver.GenericAPIServer) error {
+func installHistoryOff(server *genericapiserver.GenericAPIServer, authz authorizer.Authorizer) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"eventrecords": historyregistry.Off{},
 	}
+	countResources(group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version], nil, nil, authz, historyregistry.CountConfig{})
 	return server.InstallAPIGroup(&group)
+}
+
+// countResources adds the count resources: one namespace's, and all
+// namespaces', as LocalSubjectAccessReview and SubjectAccessReview are
+// a pair. A nil counter answers Off's 404.
+func countResources(storage map[string]rest.Storage, counter history.Counter, records *historyregistry.REST, authz authorizer.Authorizer, config historyregistry.CountConfig) {
+	storage["eventrecordcounts"] = historyregistry.NewCountREST(counter, records, authz, Scheme, false, config)
+	storage["clustereventrecordcounts"] = historyregistry.NewCountREST(counter, records, authz, Scheme, true, config)
 }
 
 // waitFor polls ready until it holds or limit passes, and reports whether to

@@ -180,6 +180,12 @@ var Columns = []ColumnDef{
 		Value: func(v *Version) *string { return &v.Cluster }},
 }
 
+// NullBefore reports whether versions stored before the column came hold
+// NULL there: an Added column read from the Event. An Added column with no
+// Event (the cluster) came with a default that is right for every older
+// version.
+func (c *ColumnDef) NullBefore() bool { return c.Added && c.Event != nil }
+
 // columnsByName and columnsByField index Columns.
 var columnsByName, columnsByField = func() (map[Column]*ColumnDef, map[string]*ColumnDef) {
 	byName, byField := map[Column]*ColumnDef{}, map[string]*ColumnDef{}

@@ -36,7 +36,10 @@ const example = `  # Everything that happened to pod/web-0 in the current namesp
 
   # The same story as a picture in the browser, with what the Deployment owns
   # (its ReplicaSets and their Pods) folded in, following new Events
-  kubectl timeline deployment/web -n shop --web -w`
+  kubectl timeline deployment/web -n shop --web -w
+
+  # Counts per reason over the last week, a bar and a daily sparkline each
+  kubectl timeline summary --since=168h --bucket=24h`
 
 // defaultChunkSize is kubectl's (cmdutil.DefaultChunkSize): the page size
 // of every list.
@@ -107,6 +110,7 @@ your kubeconfig's identity, through this process, until Ctrl-C.`,
 		},
 	}
 	flags.AddFlags(cmd)
+	cmd.AddCommand(newSummaryCommand(flags.ConfigFlags, streams))
 	return cmd
 }
 

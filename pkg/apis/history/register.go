@@ -19,6 +19,7 @@ func Resource(resource string) schema.GroupResource {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &EventRecord{}, &EventRecordList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &EventRecord{}, &EventRecordList{},
+		&EventRecordCount{}, &ClusterEventRecordCount{})
 	return nil
 }

@@ -36,7 +36,13 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1alpha1.ClusterEventRecordCount{}.OpenAPIModelName():      schema_pkg_apis_history_v1alpha1_ClusterEventRecordCount(ref),
 		v1alpha1.EventRecord{}.OpenAPIModelName():                  schema_pkg_apis_history_v1alpha1_EventRecord(ref),
+		v1alpha1.EventRecordCount{}.OpenAPIModelName():             schema_pkg_apis_history_v1alpha1_EventRecordCount(ref),
+		v1alpha1.EventRecordCountBucket{}.OpenAPIModelName():       schema_pkg_apis_history_v1alpha1_EventRecordCountBucket(ref),
+		v1alpha1.EventRecordCountGroup{}.OpenAPIModelName():        schema_pkg_apis_history_v1alpha1_EventRecordCountGroup(ref),
+		v1alpha1.EventRecordCountSpec{}.OpenAPIModelName():         schema_pkg_apis_history_v1alpha1_EventRecordCountSpec(ref),
+		v1alpha1.EventRecordCountStatus{}.OpenAPIModelName():       schema_pkg_apis_history_v1alpha1_EventRecordCountStatus(ref),
 		v1alpha1.EventRecordList{}.OpenAPIModelName():              schema_pkg_apis_history_v1alpha1_EventRecordList(ref),
 		v1.AWSElasticBlockStoreVolumeSource{}.OpenAPIModelName():   schema_k8sio_api_core_v1_AWSElasticBlockStoreVolumeSource(ref),
 		v1.Affinity{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_Affinity(ref),
@@ -340,6 +346,54 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	}
 }
 
+func schema_pkg_apis_history_v1alpha1_ClusterEventRecordCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClusterEventRecordCount counts EventRecords across all namespaces, as SubjectAccessReview is LocalSubjectAccessReview's cluster-wide twin. Creating one needs list on eventrecords across all namespaces.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.EventRecordCountSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.EventRecordCountStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.EventRecordCountSpec{}.OpenAPIModelName(), v1alpha1.EventRecordCountStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_history_v1alpha1_EventRecord(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -409,6 +463,273 @@ func schema_pkg_apis_history_v1alpha1_EventRecord(ref common.ReferenceCallback) 
 		},
 		Dependencies: []string{
 			eventsv1.Event{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_history_v1alpha1_EventRecordCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "EventRecordCount counts the EventRecords of its namespace over time, as LocalSubjectAccessReview answers a question about one namespace: create one with a spec, get the status back; nothing is stored. Creating one needs create on eventrecordcounts and list on eventrecords in the namespace: a count tells no more than the list would.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.EventRecordCountSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the answer, filled by the server.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.EventRecordCountStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.EventRecordCountSpec{}.OpenAPIModelName(), v1alpha1.EventRecordCountStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_history_v1alpha1_EventRecordCountBucket(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "EventRecordCountBucket is one time bucket, [start, start+bucketSize).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"start": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"counts": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Counts has one count per entry of status.groups, in that order.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: 0,
+										Type:    []string{"integer"},
+										Format:  "int64",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"start", "counts"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_history_v1alpha1_EventRecordCountGroup(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "EventRecordCountGroup is one group: its values, one per spec.groupBy entry in that order, and its records in the window.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"values": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: "",
+										Type:    []string{"string"},
+										Format:  "",
+									},
+								},
+							},
+						},
+					},
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+				},
+				Required: []string{"values", "total"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_history_v1alpha1_EventRecordCountSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "EventRecordCountSpec is the question: which records (as a list of eventrecords selects them), grouped how, in buckets of what length.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"fieldSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FieldSelector selects the records as eventrecords' fieldSelector does, since and until included (the window; since defaults to 24h before until, until to now). Only labels of the fields history keeps in columns are accepted, with = and !=: regarding.uid, regarding.name, regarding.namespace, regarding.kind, related.uid, related.name, reason, type, reportingController, metadata.namespace, metadata.name and the regardingOrRelated labels of those.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"groupBy": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "GroupBy is one or two of reason, type, regarding.kind, metadata.namespace, reportingController, regarding.name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: "",
+										Type:    []string{"string"},
+										Format:  "",
+									},
+								},
+							},
+						},
+					},
+					"bucketSize": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BucketSize is the length of a time bucket, default 1h; buckets start at multiples of it since the Unix epoch (hours on the hour, days at midnight UTC).",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"top": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Top is how many groups, the largest first, are answered, default 10, at most 100; the rest are counted in status.other.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"groupBy"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_history_v1alpha1_EventRecordCountStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "EventRecordCountStatus is the answer. What is counted is stored versions of Events (EventRecords): each create or update a recorder made.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"since": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Since and Until are the window counted, [since, until).",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"until": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is how many records the selector matched in the window.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"other": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Other is how many of them are in no group of Groups.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"groups": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Groups are the largest groups, by total, descending; ties ordered by their values.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: map[string]interface{}{},
+										Ref:     ref(v1alpha1.EventRecordCountGroup{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"buckets": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Buckets are every bucket the window touches, oldest first, each with a count per group; without until in the selector, also any later bucket holding records last seen after now (a recorder's clock ahead), which a list returns too.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: map[string]interface{}{},
+										Ref:     ref(v1alpha1.EventRecordCountBucket{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"since", "until", "total", "other"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.EventRecordCountBucket{}.OpenAPIModelName(), v1alpha1.EventRecordCountGroup{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

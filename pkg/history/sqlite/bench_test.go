@@ -36,6 +36,18 @@ func BenchmarkListOneObjectWeek(b *testing.B) {
 	storetest.ListOneObjectWeek(b, benchDB.store, benchDB.history)
 }
 
+// BenchmarkCountReasonsWeek measures storetest.CountReasonsWeek in the
+// history BenchmarkListOneObjectWeek fills (the same variables):
+//
+//	HISTORY_BENCH_ROWS=1000000 go test -run NONE -bench CountReasonsWeek -benchtime 20x -timeout 0 ./pkg/history/sqlite/
+func BenchmarkCountReasonsWeek(b *testing.B) {
+	benchDB.once.Do(func() { benchDB.store, benchDB.history, benchDB.err = buildBenchDB(b) })
+	if benchDB.err != nil {
+		b.Fatal(benchDB.err)
+	}
+	storetest.CountReasonsWeek(b, benchDB.store, benchDB.history)
+}
+
 var benchDB struct {
 	once    sync.Once
 	dir     string

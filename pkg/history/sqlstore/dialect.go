@@ -101,6 +101,10 @@ type Spelling struct {
 	// LockHead ends the statement that reads the feed's head in Write:
 	// PostgreSQL's FOR UPDATE; empty where the transaction holds the lock.
 	LockHead string
+	// Bytewise follows a text column to order it by its bytes, as Go
+	// compares strings, whatever the database's collation: PostgreSQL's
+	// COLLATE "C"; empty where text already orders so (SQLite's BINARY).
+	Bytewise string
 	// Text, Int and Bytes are the column types for strings, int64 and
 	// byte slices; ID the type of a one-row table's key.
 	Text, Int, Bytes, ID string

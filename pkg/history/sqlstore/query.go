@@ -64,7 +64,7 @@ func where(q history.Query, bind func(value any) string) (string, error) {
 				// states the index's condition.
 				part = "(" + part + " AND v." + string(col) + " != '')"
 			}
-			if def.Added && def.Event != nil {
+			if def.NullBefore() {
 				// Versions stored before the column was added hold NULL:
 				// the reader matches them on their Event (Condition.Match).
 				part = "(" + part + " OR v." + string(col) + " IS NULL)"

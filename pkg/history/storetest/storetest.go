@@ -21,6 +21,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("gone", func(t *testing.T) { testGone(t, open(t)) })
 	t.Run("note", func(t *testing.T) { testNote(t, open(t)) })
 	t.Run("cluster", func(t *testing.T) { testCluster(t, open(t)) })
+	t.Run("count", func(t *testing.T) { testCount(t, open(t)) })
 	runFeed(t, open)
 }
 

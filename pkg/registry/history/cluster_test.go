@@ -10,12 +10,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	userinfo "k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
@@ -141,4 +145,74 @@ func internalSelector(t *testing.T, selector string) fields.Selector {
 		t.Fatal(err)
 	}
 	return converted
+}
+
+// TestClusterCounts: a count names the server's own cluster as its records
+// do, groups by cluster, and on a fleet's hub reads only the clusters its
+// requester may read, as a list does.
+func TestClusterCounts(t *testing.T) {
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "history.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	encoder := apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion)
+	now := time.Now()
+	for i, cluster := range []string{"", "b", "c", "b"} {
+		event := &core.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ev-", i), UID: types.UID(fmt.Sprint("uid-", i))},
+			Reason:     "BackOff", Type: "Warning", LastTimestamp: metav1.NewTime(now.Add(-time.Duration(i) * time.Second)),
+		}
+		value, err := runtime.Encode(encoder, event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := history.NewVersion(event, int64(i+1), value, now)
+		v.Cluster = cluster
+		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The hub's authorizer: bob reads cluster b's records and no other.
+	clusters := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetUser().GetName() == "admin" || a.GetName() == "b" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	rest := registry.NewREST(s, apiserver.Codecs.UniversalDecoder(core.SchemeGroupVersion),
+		registry.FeedConfig{PollInterval: 10 * time.Millisecond, Cluster: "a", Clusters: clusters})
+	counts := registry.NewCountREST(s, rest, authorizerfactory.NewAlwaysAllowAuthorizer(), apiserver.Scheme, false, registry.CountConfig{})
+	count := func(user, selector string, groupBy ...string) (*historyapi.EventRecordCount, error) {
+		ctx := genericapirequest.WithUser(genericapirequest.WithNamespace(context.Background(), "ns"), &userinfo.DefaultInfo{Name: user})
+		obj, err := counts.Create(ctx, &historyapi.EventRecordCount{Spec: historyapi.EventRecordCountSpec{
+			FieldSelector: selector, GroupBy: groupBy}}, nil, &metav1.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*historyapi.EventRecordCount), nil
+	}
+
+	c, err := count("admin", "since=1h", "cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []string
+	for _, g := range c.Status.Groups {
+		groups = append(groups, fmt.Sprint(g.Values[0], "=", g.Total))
+	}
+	if want := "[b=2 a=1 c=1]"; fmt.Sprint(groups) != want {
+		t.Errorf("admin's count by cluster: %v, want %s", groups, want)
+	}
+	if c, err := count("admin", "since=1h,cluster=a", "reason"); err != nil || c.Status.Total != 1 {
+		t.Errorf("admin's count of cluster=a (the server's own, stored as \"\"): %+v, %v; want 1", c, err)
+	}
+	if c, err := count("bob", "since=1h,cluster=b", "reason"); err != nil || c.Status.Total != 2 {
+		t.Errorf("bob's count of cluster=b: %+v, %v; want 2", c, err)
+	}
+	for _, selector := range []string{"since=1h", "since=1h,cluster=c", "since=1h,cluster!=c"} {
+		if _, err := count("bob", selector, "reason"); !apierrors.IsForbidden(err) {
+			t.Errorf("bob's count of %q: %v, want 403", selector, err)
+		}
+	}
 }

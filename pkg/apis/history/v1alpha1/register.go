@@ -25,7 +25,8 @@ func Resource(resource string) schema.GroupResource {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &EventRecord{}, &EventRecordList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &EventRecord{}, &EventRecordList{},
+		&EventRecordCount{}, &ClusterEventRecordCount{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

@@ -38,6 +38,16 @@ func init() {
 // RegisterConversions adds conversion functions to the given scheme.
 // Public to allow building arbitrary schemes.
 func RegisterConversions(s *runtime.Scheme) error {
+	if err := s.AddGeneratedConversionFunc((*ClusterEventRecordCount)(nil), (*history.ClusterEventRecordCount)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ClusterEventRecordCount_To_history_ClusterEventRecordCount(a.(*ClusterEventRecordCount), b.(*history.ClusterEventRecordCount), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*history.ClusterEventRecordCount)(nil), (*ClusterEventRecordCount)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_history_ClusterEventRecordCount_To_v1alpha1_ClusterEventRecordCount(a.(*history.ClusterEventRecordCount), b.(*ClusterEventRecordCount), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*EventRecord)(nil), (*history.EventRecord)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_EventRecord_To_history_EventRecord(a.(*EventRecord), b.(*history.EventRecord), scope)
 	}); err != nil {
@@ -45,6 +55,56 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*history.EventRecord)(nil), (*EventRecord)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_history_EventRecord_To_v1alpha1_EventRecord(a.(*history.EventRecord), b.(*EventRecord), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*EventRecordCount)(nil), (*history.EventRecordCount)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_EventRecordCount_To_history_EventRecordCount(a.(*EventRecordCount), b.(*history.EventRecordCount), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*history.EventRecordCount)(nil), (*EventRecordCount)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_history_EventRecordCount_To_v1alpha1_EventRecordCount(a.(*history.EventRecordCount), b.(*EventRecordCount), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*EventRecordCountBucket)(nil), (*history.EventRecordCountBucket)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_EventRecordCountBucket_To_history_EventRecordCountBucket(a.(*EventRecordCountBucket), b.(*history.EventRecordCountBucket), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*history.EventRecordCountBucket)(nil), (*EventRecordCountBucket)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_history_EventRecordCountBucket_To_v1alpha1_EventRecordCountBucket(a.(*history.EventRecordCountBucket), b.(*EventRecordCountBucket), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*EventRecordCountGroup)(nil), (*history.EventRecordCountGroup)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_EventRecordCountGroup_To_history_EventRecordCountGroup(a.(*EventRecordCountGroup), b.(*history.EventRecordCountGroup), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*history.EventRecordCountGroup)(nil), (*EventRecordCountGroup)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_history_EventRecordCountGroup_To_v1alpha1_EventRecordCountGroup(a.(*history.EventRecordCountGroup), b.(*EventRecordCountGroup), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*EventRecordCountSpec)(nil), (*history.EventRecordCountSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_EventRecordCountSpec_To_history_EventRecordCountSpec(a.(*EventRecordCountSpec), b.(*history.EventRecordCountSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*history.EventRecordCountSpec)(nil), (*EventRecordCountSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_history_EventRecordCountSpec_To_v1alpha1_EventRecordCountSpec(a.(*history.EventRecordCountSpec), b.(*EventRecordCountSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*EventRecordCountStatus)(nil), (*history.EventRecordCountStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_EventRecordCountStatus_To_history_EventRecordCountStatus(a.(*EventRecordCountStatus), b.(*history.EventRecordCountStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*history.EventRecordCountStatus)(nil), (*EventRecordCountStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_history_EventRecordCountStatus_To_v1alpha1_EventRecordCountStatus(a.(*history.EventRecordCountStatus), b.(*EventRecordCountStatus), scope)
 	}); err != nil {
 		return err
 	}
@@ -59,6 +119,38 @@ func RegisterConversions(s *runtime.Scheme) error {
 		return err
 	}
 	return nil
+}
+
+func autoConvert_v1alpha1_ClusterEventRecordCount_To_history_ClusterEventRecordCount(in *ClusterEventRecordCount, out *history.ClusterEventRecordCount, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_EventRecordCountSpec_To_history_EventRecordCountSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_EventRecordCountStatus_To_history_EventRecordCountStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_ClusterEventRecordCount_To_history_ClusterEventRecordCount is an autogenerated conversion function.
+func Convert_v1alpha1_ClusterEventRecordCount_To_history_ClusterEventRecordCount(in *ClusterEventRecordCount, out *history.ClusterEventRecordCount, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ClusterEventRecordCount_To_history_ClusterEventRecordCount(in, out, s)
+}
+
+func autoConvert_history_ClusterEventRecordCount_To_v1alpha1_ClusterEventRecordCount(in *history.ClusterEventRecordCount, out *ClusterEventRecordCount, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_history_EventRecordCountSpec_To_v1alpha1_EventRecordCountSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_history_EventRecordCountStatus_To_v1alpha1_EventRecordCountStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_history_ClusterEventRecordCount_To_v1alpha1_ClusterEventRecordCount is an autogenerated conversion function.
+func Convert_history_ClusterEventRecordCount_To_v1alpha1_ClusterEventRecordCount(in *history.ClusterEventRecordCount, out *ClusterEventRecordCount, s conversion.Scope) error {
+	return autoConvert_history_ClusterEventRecordCount_To_v1alpha1_ClusterEventRecordCount(in, out, s)
 }
 
 func autoConvert_v1alpha1_EventRecord_To_history_EventRecord(in *EventRecord, out *history.EventRecord, s conversion.Scope) error {
@@ -93,6 +185,138 @@ func autoConvert_history_EventRecord_To_v1alpha1_EventRecord(in *history.EventRe
 // Convert_history_EventRecord_To_v1alpha1_EventRecord is an autogenerated conversion function.
 func Convert_history_EventRecord_To_v1alpha1_EventRecord(in *history.EventRecord, out *EventRecord, s conversion.Scope) error {
 	return autoConvert_history_EventRecord_To_v1alpha1_EventRecord(in, out, s)
+}
+
+func autoConvert_v1alpha1_EventRecordCount_To_history_EventRecordCount(in *EventRecordCount, out *history.EventRecordCount, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_EventRecordCountSpec_To_history_EventRecordCountSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_EventRecordCountStatus_To_history_EventRecordCountStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_EventRecordCount_To_history_EventRecordCount is an autogenerated conversion function.
+func Convert_v1alpha1_EventRecordCount_To_history_EventRecordCount(in *EventRecordCount, out *history.EventRecordCount, s conversion.Scope) error {
+	return autoConvert_v1alpha1_EventRecordCount_To_history_EventRecordCount(in, out, s)
+}
+
+func autoConvert_history_EventRecordCount_To_v1alpha1_EventRecordCount(in *history.EventRecordCount, out *EventRecordCount, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_history_EventRecordCountSpec_To_v1alpha1_EventRecordCountSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_history_EventRecordCountStatus_To_v1alpha1_EventRecordCountStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_history_EventRecordCount_To_v1alpha1_EventRecordCount is an autogenerated conversion function.
+func Convert_history_EventRecordCount_To_v1alpha1_EventRecordCount(in *history.EventRecordCount, out *EventRecordCount, s conversion.Scope) error {
+	return autoConvert_history_EventRecordCount_To_v1alpha1_EventRecordCount(in, out, s)
+}
+
+func autoConvert_v1alpha1_EventRecordCountBucket_To_history_EventRecordCountBucket(in *EventRecordCountBucket, out *history.EventRecordCountBucket, s conversion.Scope) error {
+	out.Start = in.Start
+	out.Counts = *(*[]int64)(unsafe.Pointer(&in.Counts))
+	return nil
+}
+
+// Convert_v1alpha1_EventRecordCountBucket_To_history_EventRecordCountBucket is an autogenerated conversion function.
+func Convert_v1alpha1_EventRecordCountBucket_To_history_EventRecordCountBucket(in *EventRecordCountBucket, out *history.EventRecordCountBucket, s conversion.Scope) error {
+	return autoConvert_v1alpha1_EventRecordCountBucket_To_history_EventRecordCountBucket(in, out, s)
+}
+
+func autoConvert_history_EventRecordCountBucket_To_v1alpha1_EventRecordCountBucket(in *history.EventRecordCountBucket, out *EventRecordCountBucket, s conversion.Scope) error {
+	out.Start = in.Start
+	out.Counts = *(*[]int64)(unsafe.Pointer(&in.Counts))
+	return nil
+}
+
+// Convert_history_EventRecordCountBucket_To_v1alpha1_EventRecordCountBucket is an autogenerated conversion function.
+func Convert_history_EventRecordCountBucket_To_v1alpha1_EventRecordCountBucket(in *history.EventRecordCountBucket, out *EventRecordCountBucket, s conversion.Scope) error {
+	return autoConvert_history_EventRecordCountBucket_To_v1alpha1_EventRecordCountBucket(in, out, s)
+}
+
+func autoConvert_v1alpha1_EventRecordCountGroup_To_history_EventRecordCountGroup(in *EventRecordCountGroup, out *history.EventRecordCountGroup, s conversion.Scope) error {
+	out.Values = *(*[]string)(unsafe.Pointer(&in.Values))
+	out.Total = in.Total
+	return nil
+}
+
+// Convert_v1alpha1_EventRecordCountGroup_To_history_EventRecordCountGroup is an autogenerated conversion function.
+func Convert_v1alpha1_EventRecordCountGroup_To_history_EventRecordCountGroup(in *EventRecordCountGroup, out *history.EventRecordCountGroup, s conversion.Scope) error {
+	return autoConvert_v1alpha1_EventRecordCountGroup_To_history_EventRecordCountGroup(in, out, s)
+}
+
+func autoConvert_history_EventRecordCountGroup_To_v1alpha1_EventRecordCountGroup(in *history.EventRecordCountGroup, out *EventRecordCountGroup, s conversion.Scope) error {
+	out.Values = *(*[]string)(unsafe.Pointer(&in.Values))
+	out.Total = in.Total
+	return nil
+}
+
+// Convert_history_EventRecordCountGroup_To_v1alpha1_EventRecordCountGroup is an autogenerated conversion function.
+func Convert_history_EventRecordCountGroup_To_v1alpha1_EventRecordCountGroup(in *history.EventRecordCountGroup, out *EventRecordCountGroup, s conversion.Scope) error {
+	return autoConvert_history_EventRecordCountGroup_To_v1alpha1_EventRecordCountGroup(in, out, s)
+}
+
+func autoConvert_v1alpha1_EventRecordCountSpec_To_history_EventRecordCountSpec(in *EventRecordCountSpec, out *history.EventRecordCountSpec, s conversion.Scope) error {
+	out.FieldSelector = in.FieldSelector
+	out.GroupBy = *(*[]string)(unsafe.Pointer(&in.GroupBy))
+	out.BucketSize = in.BucketSize
+	out.Top = in.Top
+	return nil
+}
+
+// Convert_v1alpha1_EventRecordCountSpec_To_history_EventRecordCountSpec is an autogenerated conversion function.
+func Convert_v1alpha1_EventRecordCountSpec_To_history_EventRecordCountSpec(in *EventRecordCountSpec, out *history.EventRecordCountSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_EventRecordCountSpec_To_history_EventRecordCountSpec(in, out, s)
+}
+
+func autoConvert_history_EventRecordCountSpec_To_v1alpha1_EventRecordCountSpec(in *history.EventRecordCountSpec, out *EventRecordCountSpec, s conversion.Scope) error {
+	out.FieldSelector = in.FieldSelector
+	out.GroupBy = *(*[]string)(unsafe.Pointer(&in.GroupBy))
+	out.BucketSize = in.BucketSize
+	out.Top = in.Top
+	return nil
+}
+
+// Convert_history_EventRecordCountSpec_To_v1alpha1_EventRecordCountSpec is an autogenerated conversion function.
+func Convert_history_EventRecordCountSpec_To_v1alpha1_EventRecordCountSpec(in *history.EventRecordCountSpec, out *EventRecordCountSpec, s conversion.Scope) error {
+	return autoConvert_history_EventRecordCountSpec_To_v1alpha1_EventRecordCountSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_EventRecordCountStatus_To_history_EventRecordCountStatus(in *EventRecordCountStatus, out *history.EventRecordCountStatus, s conversion.Scope) error {
+	out.Since = in.Since
+	out.Until = in.Until
+	out.Total = in.Total
+	out.Other = in.Other
+	out.Groups = *(*[]history.EventRecordCountGroup)(unsafe.Pointer(&in.Groups))
+	out.Buckets = *(*[]history.EventRecordCountBucket)(unsafe.Pointer(&in.Buckets))
+	return nil
+}
+
+// Convert_v1alpha1_EventRecordCountStatus_To_history_EventRecordCountStatus is an autogenerated conversion function.
+func Convert_v1alpha1_EventRecordCountStatus_To_history_EventRecordCountStatus(in *EventRecordCountStatus, out *history.EventRecordCountStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_EventRecordCountStatus_To_history_EventRecordCountStatus(in, out, s)
+}
+
+func autoConvert_history_EventRecordCountStatus_To_v1alpha1_EventRecordCountStatus(in *history.EventRecordCountStatus, out *EventRecordCountStatus, s conversion.Scope) error {
+	out.Since = in.Since
+	out.Until = in.Until
+	out.Total = in.Total
+	out.Other = in.Other
+	out.Groups = *(*[]EventRecordCountGroup)(unsafe.Pointer(&in.Groups))
+	out.Buckets = *(*[]EventRecordCountBucket)(unsafe.Pointer(&in.Buckets))
+	return nil
+}
+
+// Convert_history_EventRecordCountStatus_To_v1alpha1_EventRecordCountStatus is an autogenerated conversion function.
+func Convert_history_EventRecordCountStatus_To_v1alpha1_EventRecordCountStatus(in *history.EventRecordCountStatus, out *EventRecordCountStatus, s conversion.Scope) error {
+	return autoConvert_history_EventRecordCountStatus_To_v1alpha1_EventRecordCountStatus(in, out, s)
 }
 
 func autoConvert_v1alpha1_EventRecordList_To_history_EventRecordList(in *EventRecordList, out *history.EventRecordList, s conversion.Scope) error {

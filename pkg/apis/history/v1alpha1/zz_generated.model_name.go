@@ -22,8 +22,38 @@ limitations under the License.
 package v1alpha1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ClusterEventRecordCount) OpenAPIModelName() string {
+	return "io.eventapiserver.history.v1alpha1.ClusterEventRecordCount"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in EventRecord) OpenAPIModelName() string {
 	return "io.eventapiserver.history.v1alpha1.EventRecord"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EventRecordCount) OpenAPIModelName() string {
+	return "io.eventapiserver.history.v1alpha1.EventRecordCount"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EventRecordCountBucket) OpenAPIModelName() string {
+	return "io.eventapiserver.history.v1alpha1.EventRecordCountBucket"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EventRecordCountGroup) OpenAPIModelName() string {
+	return "io.eventapiserver.history.v1alpha1.EventRecordCountGroup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EventRecordCountSpec) OpenAPIModelName() string {
+	return "io.eventapiserver.history.v1alpha1.EventRecordCountSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EventRecordCountStatus) OpenAPIModelName() string {
+	return "io.eventapiserver.history.v1alpha1.EventRecordCountStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -18,4 +18,8 @@ limitations under the License.
 
 package v1alpha1
 
+type ClusterEventRecordCountExpansion interface{}
+
 type EventRecordExpansion interface{}
+
+type EventRecordCountExpansion interface{}

@@ -28,7 +28,9 @@ import (
 
 type HistoryV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	ClusterEventRecordCountsGetter
 	EventRecordsGetter
+	EventRecordCountsGetter
 }
 
 // HistoryV1alpha1Client is used to interact with features provided by the history.eventapiserver.io group.
@@ -36,8 +38,16 @@ type HistoryV1alpha1Client struct {
 	restClient rest.Interface
 }
 
+func (c *HistoryV1alpha1Client) ClusterEventRecordCounts() ClusterEventRecordCountInterface {
+	return newClusterEventRecordCounts(c)
+}
+
 func (c *HistoryV1alpha1Client) EventRecords(namespace string) EventRecordInterface {
 	return newEventRecords(c, namespace)
+}
+
+func (c *HistoryV1alpha1Client) EventRecordCounts(namespace string) EventRecordCountInterface {
+	return newEventRecordCounts(c, namespace)
 }
 
 // NewForConfig creates a new HistoryV1alpha1Client for the given config.

@@ -28,8 +28,16 @@ type FakeHistoryV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeHistoryV1alpha1) ClusterEventRecordCounts() v1alpha1.ClusterEventRecordCountInterface {
+	return newFakeClusterEventRecordCounts(c)
+}
+
 func (c *FakeHistoryV1alpha1) EventRecords(namespace string) v1alpha1.EventRecordInterface {
 	return newFakeEventRecords(c, namespace)
+}
+
+func (c *FakeHistoryV1alpha1) EventRecordCounts(namespace string) v1alpha1.EventRecordCountInterface {
+	return newFakeEventRecordCounts(c, namespace)
 }
 
 // RESTClient returns a RESTClient that is used to communicate
