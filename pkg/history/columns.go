@@ -92,6 +92,9 @@ type ColumnDef struct {
 	// for the reader to match on the Event (Match), so that nothing needs
 	// rewriting when a column comes.
 	Added bool
+	// Searchable columns answer Condition.Contains from a trigram index
+	// in every store (search.go).
+	Searchable bool
 }
 
 // Field numbers of k8s.io/api/core/v1's Event, ObjectMeta and
@@ -161,7 +164,7 @@ var Columns = []ColumnDef{
 		Event: func(e *core.Event) string { return e.ReportingController }, Proto: proto(protoEventReporting)},
 	// events.k8s.io/v1's note, core/v1's message: no Events API selects
 	// on it (kube-apiserver answers 400), eventrecords do.
-	{Name: ColumnNote, Field: "note", Own: true, Added: true,
+	{Name: ColumnNote, Field: "note", Own: true, Added: true, Searchable: true,
 		Value: func(v *Version) *string { return &v.Note },
 		Event: func(e *core.Event) string { return e.Message }, Proto: proto(protoEventMessage)},
 }
@@ -193,6 +196,14 @@ func ColumnFor(field string) (*ColumnDef, bool) {
 // filter reads it (Query.Where): one of the columns holds the value (or one
 // of Values), or with Not, none does.
 func (c Condition) Match(e *core.Event) bool {
+	if c.Contains {
+		for _, name := range c.Columns {
+			if col, ok := columnsByName[name]; ok && ContainsFold(col.Event(e), c.Value) {
+				return !c.Not
+			}
+		}
+		return c.Not
+	}
 	values := c.Values
 	if len(values) == 0 {
 		values = []string{c.Value}

@@ -43,11 +43,14 @@ type Gone struct {
 // Condition holds when any of Columns equals Value, or with Not, when none
 // does. Several columns express the ...OrRelated selectors. With Values
 // (a set-based selector's in or notin), any of Values stands for Value.
+// With Contains, it holds when the one column (a Searchable one) holds
+// Value as a substring, ignoring case (search.go).
 type Condition struct {
-	Columns []Column
-	Value   string
-	Values  []string
-	Not     bool
+	Columns  []Column
+	Value    string
+	Values   []string
+	Not      bool
+	Contains bool
 }
 
 // Cursor is the position after the last row of a page, in the read order

@@ -39,6 +39,21 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 	Baseline: sqlstore.Migration{Version: 5, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
 	After: []sqlstore.Migration{
 		{Version: 6, About: "the note column", SQL: `ALTER TABLE versions ADD COLUMN note TEXT;`},
+		// The note's text search (searchSQL's doc). The versions stored so
+		// far are indexed here, one pass over the table under the write
+		// lock: capture waits for it once, at the first start of a server
+		// with this version.
+		{Version: 7, About: "the note's trigram index for text search", SQL: `
+CREATE VIRTUAL TABLE IF NOT EXISTS versions_note_search USING fts5(note, tokenize='trigram', content='', contentless_delete=1);
+INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';
+CREATE TRIGGER IF NOT EXISTS versions_note_searched AFTER INSERT ON versions WHEN new.note != '' BEGIN
+	INSERT INTO versions_note_search (rowid, note) VALUES (new.rowid, new.note);
+END;
+CREATE TRIGGER IF NOT EXISTS versions_note_unsearched AFTER DELETE ON versions WHEN old.note != '' BEGIN
+	DELETE FROM versions_note_search WHERE rowid = old.rowid;
+END;
+CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note IS NULL;
+`},
 	},
 }
 

@@ -285,7 +285,7 @@ func read[T any](ctx context.Context, s *Store, build func() (string, []any, err
 func (s *Store) listQuery(q history.Query) (string, []any, error) {
 	var args []any
 	bind := s.sp.bind(&args)
-	w, err := where(q, bind)
+	w, err := where(q, s.sp, bind)
 	if err != nil {
 		return "", nil, err
 	}

@@ -1,0 +1,61 @@
+package history
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Text search: a case-insensitive substring of a Searchable column (the
+// note), answered by the stores from a trigram index (SQLite's FTS5 trigram
+// tokenizer, PostgreSQL's pg_trgm), never by reading the window's rows.
+// A trigram index finds a term through its runs of three characters, so a
+// term must hold one that both indexes look up: pg_trgm takes trigrams of
+// words (runs of letters and digits) only, and a pattern with none would
+// be a read of the whole index there.
+const (
+	// MinSearchRun is the shortest run of letters or digits a search term
+	// must hold.
+	MinSearchRun = 3
+	// MaxSearchBytes bounds a term: a note is at most 1 KiB (kube-apiserver
+	// truncates Event messages there), so no longer term matches anything.
+	MaxSearchBytes = 1024
+)
+
+// CheckSearchTerm says what is wrong with a search term, or nil.
+func CheckSearchTerm(term string) error {
+	switch {
+	case !utf8.ValidString(term):
+		return fmt.Errorf("the search term is not valid UTF-8")
+	case strings.ContainsRune(term, 0):
+		return fmt.Errorf("the search term holds a NUL character")
+	case len(term) > MaxSearchBytes:
+		return fmt.Errorf("the search term is %d bytes long, longer than a note can be (%d)", len(term), MaxSearchBytes)
+	}
+	run, longest := 0, 0
+	for _, r := range term {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	if longest < MinSearchRun {
+		return fmt.Errorf("the search term %q needs at least %d letters or digits in a row: the trigram index finds nothing shorter", term, MinSearchRun)
+	}
+	return nil
+}
+
+// ContainsFold reports whether s holds term, ignoring case as the stores'
+// indexes do (lower case, rune by rune).
+func ContainsFold(s, term string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(term))
+}
+
+// EscapeLike escapes LIKE's wildcards (% and _) and its escape character
+// (\) in a term, for a LIKE or ILIKE with ESCAPE '\'.
+func EscapeLike(term string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(term)
+}
