@@ -38,6 +38,8 @@ type HistoryConfig struct {
 	Retention history.Retention
 	// Feed tunes the eventrecords watch; zero values take its defaults.
 	Feed historyregistry.FeedConfig
+	// Limits bound each eventrecords query; zero values take the defaults.
+	Limits historyregistry.Limits
 }
 
 // installHistory serves history.eventapiserver.io and starts capture and
@@ -75,7 +77,7 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed),
+		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed).WithLimits(c.Limits),
 	}
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return err

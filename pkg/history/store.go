@@ -71,6 +71,10 @@ type Query struct {
 	// stored after it are left out. Zero reads all that is committed.
 	Through int64
 	Limit   int
+	// MaxRows, when set, bounds the versions the query may select: List
+	// first counts them, reading at most MaxRows+1, and returns
+	// ErrTooManyRows beyond.
+	MaxRows int
 }
 
 // Record is a stored version with what is known of its Event's end.
@@ -123,6 +127,10 @@ type Stats struct {
 	Rows  int64
 	Bytes int64
 }
+
+// ErrTooManyRows is returned by List for a query that selects more than its
+// MaxRows versions.
+var ErrTooManyRows = errors.New("the query selects more versions than it may read")
 
 // ErrNotFound is returned by Get for a version the store does not hold.
 var ErrNotFound = errors.New("event version not in history")

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -93,6 +94,20 @@ func testSearch(t *testing.T, s history.Store) {
 		changes, err := s.Changes(ctx, history.ChangeQuery{Through: 1 << 40, Conditions: q.Conditions, Since: q.Since, Until: q.Until})
 		if err != nil || len(changes) != len(want) {
 			t.Errorf("search %q in the feed: %d changes (%v), want %d", term, len(changes), err, len(want))
+		}
+	}
+	// MaxRows: a query may select as many versions as it allows, not one
+	// more.
+	q := history.Query{Conditions: []history.Condition{{Columns: note, Value: "failed", Contains: true}}, Since: Base.Add(100 * time.Minute)}
+	n := len(bruteForce(versions, q))
+	for _, tc := range []struct {
+		max  int
+		fail bool
+	}{{n, false}, {n + 1, false}, {n - 1, true}} {
+		q.MaxRows = tc.max
+		got, err := s.List(ctx, q)
+		if tc.fail != errors.Is(err, history.ErrTooManyRows) || !tc.fail && len(got) != n {
+			t.Errorf("MaxRows %d over %d versions: %d listed, %v", tc.max, n, len(got), err)
 		}
 	}
 	for name, c := range map[string]history.Condition{

@@ -20,6 +20,8 @@ import (
 type parsed struct {
 	query store.Query
 	field fields.Selector
+	// search is set when the query holds a text search (Limits).
+	search bool
 }
 
 // parseFieldSelector splits an internal-label field selector into store
@@ -42,6 +44,17 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 			} else {
 				p.query.Until = t
 			}
+			continue
+		}
+		if col, ok := searchColumn(req.Field); ok {
+			if req.Not || req.Set {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s", req.Field, selector.String()))
+			}
+			if err := store.CheckSearchTerm(req.Values[0]); err != nil {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %s: %v", req.Field, err))
+			}
+			p.query.Conditions = append(p.query.Conditions, store.Condition{Columns: []store.Column{col.Name}, Value: req.Values[0], Contains: true})
+			p.search = true
 			continue
 		}
 		// History's own columns are no field fieldselectors matches in
@@ -75,6 +88,16 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 		p.field = fieldselectors.Selector(rest)
 	}
 	return p, nil
+}
+
+// searchColumn is the column a text search label (note.contains) searches.
+func searchColumn(label string) (*store.ColumnDef, bool) {
+	field, ok := strings.CutSuffix(label, fieldselectors.ContainsSuffix)
+	if !ok {
+		return nil, false
+	}
+	col, ok := store.ColumnFor(field)
+	return col, ok && col.Searchable
 }
 
 // matchOwn holds when the Event passes the conditions on history's own
