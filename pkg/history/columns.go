@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // Version is one Event version as etcd held it at Revision.
@@ -198,7 +199,7 @@ func ColumnFor(field string) (*ColumnDef, bool) {
 func (c Condition) Match(e *core.Event) bool {
 	if c.Contains {
 		for _, name := range c.Columns {
-			if col, ok := columnsByName[name]; ok && ContainsFold(col.Event(e), c.Value) {
+			if col, ok := columnsByName[name]; ok && search.ContainsFold(col.Event(e), c.Value) {
 				return !c.Not
 			}
 		}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlstore"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 const day = 24 * time.Hour
@@ -79,7 +80,7 @@ ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS first_seq bigint NOT NULL D
 // index, in the same bitmap, for the reader to match on their Event.
 func searchSQL(column history.Column, term string, bind func(any) string) string {
 	c := "v." + string(column)
-	return c + " ILIKE " + bind("%"+history.EscapeLike(term)+"%") + " OR " + c + " IS NULL"
+	return c + " ILIKE " + bind("%"+search.EscapeLike(term)+"%") + " OR " + c + " IS NULL"
 }
 
 // schema: the baseline is what servers before versions made, their ADD

@@ -171,7 +171,7 @@ func (r sqlRows) Close() { r.Rows.Close() }
 var ErrUnknownColumn = errors.New("unknown history column")
 
 // ErrBadSearch is returned for a text search the stores cannot answer from
-// their index (history.CheckSearchTerm).
+// their index (search.Check).
 var ErrBadSearch = errors.New("invalid text search")
 
 func unknownColumn(c history.Column) error { return fmt.Errorf("%w %q", ErrUnknownColumn, c) }

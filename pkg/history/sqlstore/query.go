@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // where renders the query's filter on the versions table aliased v, with
@@ -124,7 +125,7 @@ func contains(c history.Condition, sp Spelling, bind func(value any) string) (st
 	if !def.Searchable {
 		return "", fmt.Errorf("%w: column %q has no text index", ErrBadSearch, def.Name)
 	}
-	if err := history.CheckSearchTerm(c.Value); err != nil {
+	if err := search.Check(c.Value); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadSearch, err)
 	}
 	return "(" + sp.Contains(def.Name, c.Value, bind) + ")", nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // searchWords are what random notes are made of: kubelet's, the
@@ -58,7 +59,7 @@ func testSearch(t *testing.T, s history.Store) {
 		}
 		from := rng.IntN(len(n) - 5)
 		term := strings.ToUpper(n[from : from+3+rng.IntN(min(10, len(n)-from-3))])
-		if history.CheckSearchTerm(term) == nil {
+		if search.Check(term) == nil {
 			terms = append(terms, term)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	store "github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // selection is a parsed list request: the store query, and the field
@@ -50,7 +51,7 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 			if req.Not || req.Set {
 				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s", req.Field, selector.String()))
 			}
-			if err := store.CheckSearchTerm(req.Values[0]); err != nil {
+			if err := search.Check(req.Values[0]); err != nil {
 				return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %s: %v", req.Field, err))
 			}
 			p.query.Conditions = append(p.query.Conditions, store.Condition{Columns: []store.Column{col.Name}, Value: req.Values[0], Contains: true})

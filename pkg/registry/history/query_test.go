@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	store "github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 func TestParseFieldSelector(t *testing.T) {
@@ -110,7 +111,7 @@ func TestContinueToken(t *testing.T) {
 
 // FuzzParseFieldSelector: whatever selector kube's grammar lets through, the
 // parser answers a 400 or a query whose text searches the stores can look
-// up (store.CheckSearchTerm), and never panics.
+// up (search.Check), and never panics.
 func FuzzParseFieldSelector(f *testing.F) {
 	for _, seed := range []string{"note.contains=x509", `note.contains=100%\,_x\\y`, "note.contains!=abc", "note.contains=ab",
 		"note.contains=Back-off,since=1h,until=1m", "since=2026-11-01T00:00:00Z", "note.contains:in=abc", "note.contains=\"quoted\"",
@@ -131,7 +132,7 @@ func FuzzParseFieldSelector(f *testing.F) {
 			return
 		}
 		for _, c := range p.query.Conditions {
-			if c.Contains && (store.CheckSearchTerm(c.Value) != nil || c.Not || len(c.Columns) != 1 || !p.search) {
+			if c.Contains && (search.Check(c.Value) != nil || c.Not || len(c.Columns) != 1 || !p.search) {
 				t.Fatalf("%q: a search the stores cannot answer: %+v", raw, c)
 			}
 		}

@@ -1,4 +1,9 @@
-package history
+// Package search is the text search of Event notes that history answers
+// (eventrecords' note.contains=) and that clients match the same way: what
+// a term must be, and what "holds the term" means. It depends on nothing but
+// the standard library, so that kubectl-timeline uses it without the
+// store's dependencies.
+package search
 
 import (
 	"fmt"
@@ -7,31 +12,31 @@ import (
 	"unicode/utf8"
 )
 
-// Text search: a case-insensitive substring of a Searchable column (the
-// note), answered by the stores from a trigram index (SQLite's FTS5 trigram
+// A text search is a case-insensitive substring of a Searchable history
+// column (the note), answered by the stores from a trigram index (SQLite's FTS5 trigram
 // tokenizer, PostgreSQL's pg_trgm), never by reading the window's rows.
 // A trigram index finds a term through its runs of three characters, so a
 // term must hold one that both indexes look up: pg_trgm takes trigrams of
 // words (runs of letters and digits) only, and a pattern with none would
 // be a read of the whole index there.
 const (
-	// MinSearchRun is the shortest run of letters or digits a search term
+	// MinRun is the shortest run of letters or digits a search term
 	// must hold.
-	MinSearchRun = 3
-	// MaxSearchBytes bounds a term: a note is at most 1 KiB (kube-apiserver
+	MinRun = 3
+	// MaxBytes bounds a term: a note is at most 1 KiB (kube-apiserver
 	// truncates Event messages there), so no longer term matches anything.
-	MaxSearchBytes = 1024
+	MaxBytes = 1024
 )
 
-// CheckSearchTerm says what is wrong with a search term, or nil.
-func CheckSearchTerm(term string) error {
+// Check says what is wrong with a search term, or nil.
+func Check(term string) error {
 	switch {
 	case !utf8.ValidString(term):
 		return fmt.Errorf("the search term is not valid UTF-8")
 	case strings.ContainsRune(term, 0):
 		return fmt.Errorf("the search term holds a NUL character")
-	case len(term) > MaxSearchBytes:
-		return fmt.Errorf("the search term is %d bytes long, longer than a note can be (%d)", len(term), MaxSearchBytes)
+	case len(term) > MaxBytes:
+		return fmt.Errorf("the search term is %d bytes long, longer than a note can be (%d)", len(term), MaxBytes)
 	}
 	run, longest := 0, 0
 	for _, r := range term {
@@ -42,8 +47,8 @@ func CheckSearchTerm(term string) error {
 			run = 0
 		}
 	}
-	if longest < MinSearchRun {
-		return fmt.Errorf("the search term %q needs at least %d letters or digits in a row: the trigram index finds nothing shorter", term, MinSearchRun)
+	if longest < MinRun {
+		return fmt.Errorf("the search term %q needs at least %d letters or digits in a row: the trigram index finds nothing shorter", term, MinRun)
 	}
 	return nil
 }
