@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
@@ -124,6 +125,28 @@ func TestSearchSelector(t *testing.T) {
 		} else if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: %v, want %v", tc.selector, got, tc.want)
 		}
+	}
+	// A watch takes the search too, from the feed's start: the two
+	// versions that mention x509, the one without a stored note included.
+	selector, err := fields.ParseSelector("note.contains=x509")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := rest.Watch(genericapirequest.WithNamespace(context.Background(), "ns"), &metainternalversion.ListOptions{FieldSelector: selector, ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var watched []string
+	for range 2 {
+		ev := next(t, w)
+		if ev.Type != watch.Added {
+			t.Fatalf("watch: %s %v", ev.Type, ev.Object)
+		}
+		watched = append(watched, ev.Object.(*historyapi.EventRecord).Name)
+	}
+	if sort.Strings(watched); fmt.Sprint(watched) != "[ev-0.1 ev-3.4]" {
+		t.Errorf("watch: %v, want [ev-0.1 ev-3.4]", watched)
 	}
 }
 
