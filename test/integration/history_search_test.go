@@ -63,7 +63,7 @@ func TestHistorySearchKubectl(t *testing.T) {
 		{[]string{"-A", "--field-selector", "note.contains=X509: CERTIFICATE HAS,since=1h"}, "ev-1"},
 		{[]string{"-n", ns[0], "--field-selector", "note.contains=x509,since=1h"}, "ev-0"},
 		{[]string{"-A", "--field-selector", "note.contains=failed,reason=BackOff,since=1h"}, "ev-2 ev-3"},
-		{[]string{"-A", "--field-selector", "note.contains=restarting,note.contains=db-0,since=1h"}, "ev-3"},
+		{[]string{"-A", "--field-selector", "note.contains=restarting,note.contains=container db,since=1h"}, "ev-3"},
 		{[]string{"-A", "--field-selector", "note.contains=100%,since=1h"}, "ev-4"},
 		{[]string{"-A", "--field-selector", "note.contains=100_,since=1h"}, ""},
 		{[]string{"-A", "--field-selector", `note.contains=in pod web-0\,,since=1h`}, ""},
