@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds helm v3, at the version hack/helm/go.mod pins, into _output/bin/helm
-# and prints its path. The chart tests (test/integration, TestHelm*) run it
+# and prints its path. The chart tests (test/integration/deploy, TestHelm*) run it
 # to lint and render deploy/helm/event-apiserver. The version is stamped at
 # link time the way helm's own Makefile does; without it `helm version`
 # reports only "v3.22" and charts' kubeVersion checks see no patch level.

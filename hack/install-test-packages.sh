@@ -13,6 +13,10 @@
 #   nginx, libnginx-mod-http-js
 #               the front door (deploy/door) that TestFrontDoor runs in front
 #               of kube-apiserver and event-apiserver; njs is its identity code.
+#   chromium, chromium-driver, fonts-dejavu-core
+#               the headless browser TestTimelineWeb drives (through the
+#               DevTools protocol, with chromedp) to test kubectl timeline
+#               --web's page, and a font its screenshots are drawn with.
 # Nothing is started or enabled here. Without them those tests fall back or
 # skip, saying so; CI must not, so hack/test.sh runs this.
 set -o errexit -o nounset -o pipefail
@@ -26,6 +30,9 @@ command -v conntrack >/dev/null || missing+=(conntrack)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
 [[ -f /usr/lib/nginx/modules/ngx_http_js_module.so ]] || missing+=(libnginx-mod-http-js)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+[[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
 [[ ${#missing[@]} -gt 0 ]] || exit 0
 
 if [[ "$(id -u)" != 0 ]]; then

@@ -21,6 +21,15 @@
 #   unit         go test -race ./pkg/... ./internal/... ./cmd/...: no binaries,
 #                no child processes; under -short, tests that start servers
 #                skip themselves (they run in the integration tier).
+#   alerts       test/alerts, a Go module of its own: the PrometheusRules of
+#                deploy/components/monitoring and the chart (rendered with the
+#                helm built above) under Prometheus's own rule parser and
+#                evaluator, over synthetic series. Its own module because
+#                github.com/prometheus/prometheus needs k8s.io v0.37, so
+#                little of its dependency graph is in the root module's
+#                build: from an empty build cache it compiled in 214 CPU-s
+#                (167 user, 47 system; its modules already downloaded), and
+#                its two tests then take about 6 s.
 #   integration  ./test/... but test/cluster: real etcd, kube-apiserver, kubectl
 #                and the server (test/integration, and the load tool's smoke
 #                test in test/load).
@@ -46,6 +55,9 @@
 #      running on average while using under one core of two). The two runs
 #      are not overlapped: a test kept serial would then share the cores
 #      after all.
+#      INTEGRATION_PACKAGES is go test -p for the integration runs' parallel
+#      phase: how many test packages run side by side, each with up to
+#      INTEGRATION_PARALLEL tests (default 2).
 set -o errexit -o nounset -o pipefail
 
 # shellcheck source=lib/init.sh
@@ -190,30 +202,83 @@ wait_deps() {
 }
 timed "Waiting for etcd, the Kubernetes commands, the collector and the cluster images" wait_deps
 
+# --- alerts
+alerts() {
+  # shellcheck disable=SC2086
+  (cd test/alerts && go vet ./... && go test -count=1 ${GO_TEST_FLAGS:-} ./... 2>&1 | tee "${OUT}/go-test-alerts.log")
+}
+timed "Alert rules under Prometheus's rule evaluator" alerts
+
 # The concurrency-heavy tests (watch, storm, etcd outages), where the race
 # detector finds most; the server is built with it too, into _output/bin/race.
 RACE_INTEGRATION_TESTS='^(TestWatch.*|TestStorm.*|TestEtcdKilledUnderLoad|TestConsistentListFromCache|TestInformerRestartWithoutRelist|TestHostileReporters)$'
 parallel="${INTEGRATION_PARALLEL:-6}"
+packages="${INTEGRATION_PACKAGES:-2}"
 # The integration runs first build the server where the tests look for it
 # (testbed.ServerBinary), which the tests' own go build then finds in the
 # build cache. go test itself keeps GOGC for its compiles and links, and
 # runs the test binaries through -exec without it: they, and the servers
 # they start, measure memory and CPU with the runtime's defaults.
 without_gogc=(-exec 'env -u GOGC')
-# Every test package but the real-kubelet tier's, which runs alone below.
-mapfile -t integration_pkgs < <(go list ./test/... | grep -v '/test/cluster$')
-integration_race() {
-  CGO_ENABLED=1 go build -race -o "${OUT_BIN}/race/event-apiserver" ./cmd/event-apiserver
-  # shellcheck disable=SC2086
-  CGO_ENABLED=1 EVENT_APISERVER_RACE=1 go test -race "${without_gogc[@]}" -count=1 -parallel "${parallel}" -timeout 30m \
-    -run "${RACE_INTEGRATION_TESTS}" ${GO_TEST_FLAGS:-} "${integration_pkgs[@]}" 2>&1 | tee "${OUT}/go-test-race.log"
+# The tests that must have the machine to themselves, each serial and
+# framework.Exclusive. Go runs a package's serial tests alone within it, but
+# go test runs several packages' binaries side by side, so this package runs
+# first and alone in each run; the lock framework.Exclusive takes keeps
+# them alone in any other go test too, by making the others wait.
+exclusive_pkg=./test/integration/storm
+# Every other test package but the real-kubelet tier's, which runs alone
+# below.
+mapfile -t integration_pkgs < <(go list ./test/... | grep -v -e '/test/cluster$' -e '/test/integration/storm$')
+# packages_with_tests REGEX PKG...: the packages among PKG with a top-level
+# test whose name matches REGEX, read from their test files (gofmt starts
+# every `func TestX(` at a line's beginning). go test builds, links and runs
+# a test binary for every package it is given, whether or not -run selects
+# a test in it; the race run gives it only these.
+packages_with_tests() {
+  local regex="$1" pkg dir names
+  shift
+  while read -r pkg dir; do
+    names="$(cat "${dir}"/*_test.go 2>/dev/null | sed -nE 's/^func (Test[A-Za-z0-9_]*)\(.*/\1/p')"
+    if grep -qE "${regex}" <<<"${names}"; then
+      echo "${pkg}"
+    fi
+  done < <(go list -f '{{.ImportPath}} {{.Dir}}' "$@")
 }
-integration() {
+# race_test and plain_test ARGS...: the two runs' go test, on the packages
+# and with the flags in ARGS. Each run is two go tests, the exclusive
+# package's then the others'; a failure in one does not stop the next, so
+# that one failing test hides no other, and the integration tier fails
+# once all four have run.
+race_test() {
+  # shellcheck disable=SC2086
+  CGO_ENABLED=1 EVENT_APISERVER_RACE=1 go test -race "${without_gogc[@]}" -count=1 -timeout 30m \
+    -run "${RACE_INTEGRATION_TESTS}" ${GO_TEST_FLAGS:-} "$@" 2>&1 | tee -a "${OUT}/go-test-race.log"
+}
+plain_test() {
+  # shellcheck disable=SC2086
+  go test "${without_gogc[@]}" -count=1 -timeout 30m -skip "${RACE_INTEGRATION_TESTS}" \
+    ${GO_TEST_FLAGS:-} "$@" 2>&1 | tee -a "${OUT}/go-test-integration.log"
+}
+integration_failed=0
+integration_race_exclusive() {
+  : >"${OUT}/go-test-race.log"
+  CGO_ENABLED=1 go build -race -o "${OUT_BIN}/race/event-apiserver" ./cmd/event-apiserver
+  race_test "${exclusive_pkg}" || integration_failed=1
+}
+integration_race() {
+  local race_pkgs
+  mapfile -t race_pkgs < <(packages_with_tests "${RACE_INTEGRATION_TESTS}" "${integration_pkgs[@]}")
+  [[ ${#race_pkgs[@]} -gt 0 ]] || return 0
+  race_test -p "${packages}" -parallel "${parallel}" "${race_pkgs[@]}" || integration_failed=1
+}
+integration_exclusive() {
+  : >"${OUT}/go-test-integration.log"
   go build -o "${OUT_BIN}/event-apiserver" ./cmd/event-apiserver
   bash hack/build-plugin.sh >/dev/null
-  # shellcheck disable=SC2086
-  go test "${without_gogc[@]}" -count=1 -parallel "${parallel}" -timeout 30m -skip "${RACE_INTEGRATION_TESTS}" \
-    ${GO_TEST_FLAGS:-} "${integration_pkgs[@]}" 2>&1 | tee "${OUT}/go-test-integration.log"
+  plain_test "${exclusive_pkg}" || integration_failed=1
+}
+integration() {
+  plain_test -p "${packages}" -parallel "${parallel}" "${integration_pkgs[@]}" || integration_failed=1
 }
 cluster() {
   if [[ "$(id -u)" != 0 ]]; then
@@ -224,6 +289,9 @@ cluster() {
   go test "${without_gogc[@]}" -count=1 -timeout 40m ${GO_TEST_FLAGS:-} ./test/cluster/ 2>&1 |
     tee "${OUT}/go-test-cluster.log"
 }
+timed "Integration tests that need the machine alone, with the race detector" integration_race_exclusive
 timed "Concurrency-heavy integration tests, with the race detector" integration_race
+timed "Integration tests that need the machine alone" integration_exclusive
 timed "Integration tests" integration
+[[ "${integration_failed}" == 0 ]] || fail "integration tests failed (logs: _output/go-test-race.log, _output/go-test-integration.log)"
 timed "The real-kubelet cluster tier" cluster

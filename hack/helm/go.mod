@@ -1,4 +1,4 @@
-// Module helm pins helm v3, which the chart tests (test/integration,
+// Module helm pins helm v3, which the chart tests (test/integration/deploy,
 // TestHelm*) run to lint and render deploy/helm/event-apiserver. It is its
 // own module so that helm's dependency graph (its own k8s.io modules among
 // them) never reaches the root module, whose k8s.io modules stay at v0.36.3.

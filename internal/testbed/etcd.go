@@ -34,12 +34,24 @@ type EtcdOptions struct {
 	StartTimeout time.Duration
 	// ExtraFlags are appended; for etcd a repeated flag's last value wins.
 	ExtraFlags []string
+	// NoLeaseCheckpoints leaves etcd's lease checkpoints off, its default;
+	// every etcd the test bed starts has them on otherwise
+	// (LeaseCheckpointFlag), as the embedded etcd and the manifests do. The
+	// benchmark turns them off to price them.
+	NoLeaseCheckpoints bool
 	// PeerProxies puts a Proxy in front of each member's peer port and
 	// advertises it as the member's peer URL, so that all raft traffic to
 	// a member goes through its proxy and a member can be partitioned from
 	// its peers (Partition).
 	PeerProxies bool
 }
+
+// LeaseCheckpointFlag turns etcd v3.6's lease checkpoints on: without them a
+// leader change or a restart renews every lease to its full TTL. It is
+// pkg/etcd's LeaseCheckpointFeatureGates as a flag (TestLeaseCheckpointFlag
+// pins the two together; the package does not import pkg/etcd, so that the
+// load tool does not link the etcd server).
+const LeaseCheckpointFlag = "--feature-gates=LeaseCheckpoint=true,LeaseCheckpointPersist=true"
 
 // Etcd is one etcd member. Its data directory, ports and flags stay the
 // same across Stop/Kill and Start/Restart. Its methods are safe to call from
@@ -233,6 +245,9 @@ func tryStartEtcd(ctx context.Context, o EtcdOptions, dir string) ([]*Etcd, erro
 		}
 		if o.UnsafeNoFsync {
 			args = append(args, "--unsafe-no-fsync")
+		}
+		if !o.NoLeaseCheckpoints {
+			args = append(args, LeaseCheckpointFlag)
 		}
 		args = append(args, o.ExtraFlags...)
 		m.proc = &Process{Name: "etcd " + m.name, Path: o.Binary, Args: args, LogPath: filepath.Join(dir, m.name+".log")}

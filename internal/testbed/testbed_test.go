@@ -12,6 +12,8 @@ import (
 	"time"
 
 	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/eventapiserver/event-apiserver/pkg/etcd"
 )
 
 func TestRetryOnPortClash(t *testing.T) {
@@ -103,5 +105,14 @@ func TestKubeCredentials(t *testing.T) {
 		if _, err := os.Stat(f); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestLeaseCheckpointFlag pins the test bed's etcd flag to the embedded
+// etcd's feature gates: every etcd the project runs checkpoints leases the
+// same way.
+func TestLeaseCheckpointFlag(t *testing.T) {
+	if want := "--feature-gates=" + etcd.LeaseCheckpointFeatureGates; LeaseCheckpointFlag != want {
+		t.Errorf("LeaseCheckpointFlag = %q, want %q", LeaseCheckpointFlag, want)
 	}
 }

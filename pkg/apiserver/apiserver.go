@@ -20,6 +20,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	eventstorage "github.com/eventapiserver/event-apiserver/pkg/registry/event/storage"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
@@ -38,6 +39,9 @@ type ExtraConfig struct {
 	// Mode says which APIs New installs: HistoryOnly serves History alone,
 	// with no Events API and no etcd.
 	Mode Mode
+	// EventMetrics counts the Events the Events API stores; nil counts
+	// nothing. (History-only, capture counts them: capture.KubernetesConfig.)
+	EventMetrics *eventmetrics.Counter
 }
 
 type Config struct {
@@ -79,13 +83,13 @@ func (c CompletedConfig) New() (*EventServer, error) {
 		if c.ExtraConfig.History == nil {
 			return nil, fmt.Errorf("a history-only server needs a history store")
 		}
-		if err := installHistory(genericServer, c.ExtraConfig.History, func() error { return nil }, time.Minute, true); err != nil {
+		if err := installHistory(genericServer, c.ExtraConfig.History, c.GenericConfig.Authorization.Authorizer, func() error { return nil }, time.Minute, true); err != nil {
 			return nil, fmt.Errorf("installing history.eventapiserver.io: %w", err)
 		}
 		return &EventServer{GenericAPIServer: genericServer}, nil
 	}
 
-	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL)
+	store, err := eventstorage.NewREST(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.TTL, c.ExtraConfig.EventMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("creating Event storage: %w", err)
 	}
@@ -112,7 +116,7 @@ func (c CompletedConfig) New() (*EventServer, error) {
 	}
 
 	if c.ExtraConfig.History != nil {
-		err = installHistory(genericServer, c.ExtraConfig.History, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false)
+		err = installHistory(genericServer, c.ExtraConfig.History, c.GenericConfig.Authorization.Authorizer, store.ReadinessCheck, c.GenericConfig.StorageInitializationTimeout, false)
 	} else {
 		err = installHistoryOff(genericServer)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
@@ -19,6 +20,7 @@ import (
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
+	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
 	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 )
 
@@ -40,6 +42,13 @@ type HistoryConfig struct {
 	Feed historyregistry.FeedConfig
 	// Limits bound each eventrecords query; zero values take the defaults.
 	Limits historyregistry.Limits
+	// Cluster names the server's own cluster: the cluster of the versions
+	// its Sources capture (stored as "", history.ColumnCluster).
+	Cluster string
+	// Fleet, when set, captures the member clusters of a fleet beside
+	// Sources, each into Store under its own cluster name. Members come and
+	// go while the server runs; none is part of the server's readiness.
+	Fleet *fleet.Fleet
 }
 
 // installHistory serves history.eventapiserver.io and starts capture and
@@ -47,6 +56,8 @@ type HistoryConfig struct {
 // check: the Events API never waits for history (see history.RegisterMetrics).
 // The one exception is a store whose schema a newer server migrated
 // (history.SchemaCheck): a replica left behind by a rolling upgrade.
+//
+// authz authorizes each requester's clusters on a fleet's hub (c.Fleet).
 //
 // With ready, capture's readiness (its store answers, its starting point is
 // stored) is a /readyz check: the history-only server serves nothing else.
@@ -58,7 +69,7 @@ type HistoryConfig struct {
 // cacher's initial LIST and delayed the first LIST served. Capture loses
 // nothing by starting later: it resumes from its stored revision, which etcd
 // keeps until a compaction, and relists if etcd compacted past it.
-func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, cacheReady func() error, cacheWait time.Duration, ready bool) error {
+func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig, authz authorizer.Authorizer, cacheReady func() error, cacheWait time.Duration, ready bool) error {
 	decoder := Codecs.UniversalDecoder(core.SchemeGroupVersion)
 	captureConfig := c.Capture
 	captureConfig.Store = c.Store
@@ -75,9 +86,16 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 		captures = append(captures, capture.New(source, captureConfig))
 	}
 
+	feed := c.Feed
+	feed.Cluster = c.Cluster
+	if c.Fleet != nil {
+		// A hub: which clusters' records each person reads is authorized
+		// per cluster (historyregistry.ClustersResource).
+		feed.Clusters = authz
+	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"eventrecords": historyregistry.NewREST(c.Store, decoder, c.Feed).WithLimits(c.Limits),
+		"eventrecords": historyregistry.NewREST(c.Store, decoder, feed).WithLimits(c.Limits),
 	}
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return err
@@ -86,8 +104,15 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 		return err
 	}
 	if ready {
+		// The server's own Sources only: a fleet's member captures are
+		// not, so that one member down never makes the hub unready.
 		if err := server.AddReadyzChecks(capture.ReadyzCheck(captures...)); err != nil {
 			return err
+		}
+		if c.Fleet != nil {
+			if err := server.AddReadyzChecks(c.Fleet.ReadyzCheck()); err != nil {
+				return err
+			}
 		}
 	}
 	return server.AddPostStartHook("event-history", func(hookCtx genericapiserver.PostStartHookContext) error {
@@ -102,6 +127,10 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 				for _, capturer := range captures {
 					wg.Add(1)
 					go func() { defer wg.Done(); capturer.Run(ctx) }()
+				}
+				if c.Fleet != nil {
+					wg.Add(1)
+					go func() { defer wg.Done(); c.Fleet.Run(ctx, captureConfig) }()
 				}
 			}
 			wg.Wait()

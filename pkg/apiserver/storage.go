@@ -12,6 +12,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/apis/events"
 	"github.com/eventapiserver/event-apiserver/pkg/etcdhealth"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/watchresume"
 )
@@ -39,7 +40,8 @@ func NewStorageFactory(storageConfig storagebackend.Config, storageMediaType str
 //
 //  1. watchresume.Storage, the cacher's delegator: LIST, GET and WATCH are
 //     served from the watch cache, whose indexes pkg/fieldselectors declares
-//     and pkg/registry/event/storage hands over; writes and consistent reads
+//     and pkg/registry/event/storage hands over (with backstop, expiry's
+//     index of Events by TTL class and revision as well); writes and consistent reads
 //     go to etcd through it, as in genericregistry.StorageWithCacher. A
 //     WATCH from a revision older than the cache's window, which the cacher
 //     would answer 410, is served from etcd's history instead, as
@@ -61,6 +63,11 @@ func NewStorageFactory(storageConfig storagebackend.Config, storageMediaType str
 //  5. The etcd3 store (generic.NewRawStorage) with the keys and encoding of
 //     NewStorageFactory.
 //
+// backstop, when not nil, deletes Events that etcd's leases keep past their
+// TTL (pkg/expiry): its post-start hook "event-ttl-backstop" reads its index
+// in the cache and deletes through layer 1, preconditioned on the
+// resourceVersion.
+//
 // The cacher's resource version, and the bookmarks clients resume from,
 // advance between writes only with etcd's progress notifications; for an
 // external etcd, cmd/event-apiserver warns at start when etcd sends none
@@ -70,7 +77,7 @@ func NewStorageFactory(storageConfig storagebackend.Config, storageMediaType str
 // 2 are left out, as the generic registry leaves out its cacher.
 // externalEtcd is false for the embedded etcd, which clears its own NOSPACE
 // alarm (pkg/etcd).
-func ApplyStorageTo(config *genericapiserver.RecommendedConfig, etcd *genericoptions.EtcdOptions, rules *ttl.Rules, externalEtcd bool) error {
+func ApplyStorageTo(config *genericapiserver.RecommendedConfig, etcd *genericoptions.EtcdOptions, rules *ttl.Rules, externalEtcd bool, backstop *expiry.Backstop) error {
 	storageFactory := NewStorageFactory(etcd.StorageConfig, etcd.DefaultStorageMediaType)
 	if err := etcd.ApplyWithStorageFactoryTo(storageFactory, &config.Config); err != nil {
 		return err
@@ -82,6 +89,10 @@ func ApplyStorageTo(config *genericapiserver.RecommendedConfig, etcd *genericopt
 		return gate.Run(ctx, etcd.StorageConfig)
 	})
 	config.RESTOptionsGetter = watchresume.NewRESTOptionsGetter(config.RESTOptionsGetter, rules.NewRawStorage, gate.Storage)
+	if backstop != nil {
+		config.RESTOptionsGetter = backstop.RESTOptionsGetter(config.RESTOptionsGetter)
+		config.AddPostStartHookOrDie(expiry.PostStartHookName, backstop.PostStartHook)
+	}
 	config.AddReadyzChecks(gate.WritesCheck())
 	if externalEtcd {
 		config.AddReadyzChecks(gate.SpaceCheck())

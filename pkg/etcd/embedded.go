@@ -14,7 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/pkg/v3/featuregate"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/features"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
@@ -101,6 +103,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		cfg.QuotaBackendBytes = DefaultQuotaBackendBytes
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	if err := enableLeaseCheckpoints(ec); err != nil {
+		return nil, err
+	}
 	if cfg.ReclaimInterval <= 0 {
 		cfg.ReclaimInterval = defaultReclaimInterval
 	}
@@ -127,6 +132,40 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	go embedded.watch()
 	go embedded.reclaimSpace(ctx, cfg.QuotaBackendBytes, cfg.ReclaimInterval)
 	return embedded, nil
+}
+
+// LeaseCheckpointFeatureGates is the --feature-gates value that turns lease
+// checkpoints on in etcd v3.6 (v3.5 spells it
+// --experimental-enable-lease-checkpoint
+// --experimental-enable-lease-checkpoint-persist, which v3.6 still accepts
+// as deprecated aliases). Every etcd this project runs sets it: the
+// embedded one, the test bed's and the benchmark's.
+const LeaseCheckpointFeatureGates = "LeaseCheckpoint=true,LeaseCheckpointPersist=true"
+
+// enableLeaseCheckpoints makes etcd keep an Event's TTL running across
+// restarts. Without checkpoints only the leader's memory holds a lease's
+// remaining time: every leader change, and every restart of this one-member
+// etcd, renews every lease to its full TTL (etcd #9395, #13294; kubernetes
+// #65497), so a server restarted more often than its TTL keeps its Events
+// for ever. With LeaseCheckpoint the leader records each lease's remaining
+// TTL through raft, and with LeaseCheckpointPersist that record is written
+// to the backend, which is what a restart of a single member reads back
+// (without it a restart still renews in full).
+//
+// The limits, which pkg/expiry's backstop exists for: v3.6.8 checkpoints
+// every 5 minutes (lease/lessor.go defaultLeaseCheckpointInterval; neither
+// embed.Config nor etcd's flags can change it), and only leases with more
+// than that left, so a restart renews a lease by up to 5 minutes, and a
+// TTL of 5 minutes or less is renewed in full as before.
+func enableLeaseCheckpoints(ec *embed.Config) error {
+	gate, ok := ec.ServerFeatureGate.(featuregate.MutableFeatureGate)
+	if !ok {
+		return fmt.Errorf("embedded etcd: feature gates are not settable (%T)", ec.ServerFeatureGate)
+	}
+	return gate.SetFromMap(map[string]bool{
+		string(features.LeaseCheckpoint):        true,
+		string(features.LeaseCheckpointPersist): true,
+	})
 }
 
 // watch reports the first of etcd's own failures: a listener that stopped

@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/pkg/v3/featuregate"
+	"go.etcd.io/etcd/server/v3/features"
 )
 
 // TestErrReportsServerStop stops the etcd server under a running Embedded,
@@ -52,5 +55,26 @@ func TestErrSilentOnClose(t *testing.T) {
 	case err := <-e.Err():
 		t.Fatalf("Close reported as a failure: %v", err)
 	case <-time.After(time.Second):
+	}
+}
+
+// TestLeaseCheckpoints pins that the embedded etcd checkpoints leases and
+// persists the checkpoints, without which each restart renews every Event's
+// lease to its full TTL.
+func TestLeaseCheckpoints(t *testing.T) {
+	e, err := StartEmbedded(EmbeddedConfig{
+		DataDir:                filepath.Join(t.TempDir(), "etcd"),
+		ClientAddress:          "127.0.0.1:0",
+		ProgressNotifyInterval: time.Second,
+		ReadyTimeout:           time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, f := range []featuregate.Feature{features.LeaseCheckpoint, features.LeaseCheckpointPersist} {
+		if !e.etcd.Server.FeatureEnabled(f) {
+			t.Errorf("feature gate %s is off", f)
+		}
 	}
 }

@@ -207,8 +207,8 @@ type table struct {
 	// unchanged, no set form.
 	window []string
 	// own lists labels that no Event field here means, which the resource
-	// answers itself (history's own columns): `=` and `!=`, passed through
-	// conversion unchanged, no set form.
+	// answers itself (history's own columns): `=`, `!=` and the set form,
+	// passed through conversion unchanged (with a set's operator).
 	own []string
 }
 
@@ -222,12 +222,12 @@ var tables = []*table{
 // setForm reports whether the set grammar serves `label in (...)`.
 func (t *table) setForm(label string) bool {
 	_, ok := t.fields[label]
-	return ok
+	return ok || slices.Contains(t.own, label)
 }
 
 // plainForm reports whether the resource accepts `label=value`.
 func (t *table) plainForm(label string) bool {
-	return t.setForm(label) || slices.Contains(t.window, label) || slices.Contains(t.own, label)
+	return t.setForm(label) || slices.Contains(t.window, label)
 }
 
 // tableFor returns the table of a resource, or nil.
@@ -251,8 +251,9 @@ func Labels(resource schema.GroupVersionResource) (sets, plainOnly []string) {
 	for label := range t.fields {
 		sets = append(sets, label)
 	}
+	sets = append(sets, t.own...)
 	slices.Sort(sets)
-	return sets, append(slices.Clone(t.window), t.own...)
+	return sets, slices.Clone(t.window)
 }
 
 // eventSource is kube-apiserver's `source`: the legacy Source.Component, or
@@ -286,10 +287,13 @@ func AddFieldLabelConversions(scheme *runtime.Scheme) error {
 // operator in the label (setselector.go); the error names the label as the
 // client spelled it.
 func (t *table) convert(label, value string) (string, string, error) {
-	if slices.Contains(t.window, label) || slices.Contains(t.own, label) {
+	if slices.Contains(t.window, label) {
 		return label, value, nil
 	}
 	base, set := splitSetLabel(label)
+	if slices.Contains(t.own, base) {
+		return label, value, nil
+	}
 	internal, ok := t.fields[base]
 	if !ok {
 		return "", "", fmt.Errorf("field label not supported: %s", labelAsSent(label))

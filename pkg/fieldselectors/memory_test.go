@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/fields"
@@ -13,7 +14,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/intern"
+	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 )
 
 // BenchmarkCacheMemory measures what the watch cache holds per Event: the
@@ -26,7 +29,7 @@ import (
 //
 // The heap is read after two forced GCs before the cacher starts and after it
 // is ready; the embedded etcd runs in the same process, so a few percent of
-// noise is expected. -short skips 50k Events.
+// noise is expected. -short skips 50k and 100k Events.
 func BenchmarkCacheMemory(b *testing.B) {
 	klog.SetLogger(logr.Discard())
 	scheme := newScheme(b)
@@ -43,6 +46,10 @@ func BenchmarkCacheMemory(b *testing.B) {
 		}
 	}
 	noFields := func(k8sruntime.Object) (labels.Set, fields.Set, error) { return nil, nil, nil }
+	hourTTL, err := ttl.Parse(nil, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
 	interned := intern.Codec(codec)
 	configs := []struct {
 		name     string
@@ -51,6 +58,13 @@ func BenchmarkCacheMemory(b *testing.B) {
 		codec    k8sruntime.Codec
 	}{
 		{"indexes=shipped", Indexers, GetAttrs, interned},
+		// With the TTL backstop's index (pkg/expiry), as the server runs
+		// unless --event-ttl-backstop-interval=0.
+		{"indexes=shipped+expiry", func() *cache.Indexers {
+			indexers := *Indexers()
+			indexers[expiry.IndexName] = expiry.IndexFunc(hourTTL)
+			return &indexers
+		}, GetAttrs, interned},
 		// The server's cache without interning, to price it.
 		{"indexes=shipped,intern=none", Indexers, GetAttrs, codec},
 		// An exact index for each plain reference field as well, which the
@@ -66,7 +80,7 @@ func BenchmarkCacheMemory(b *testing.B) {
 	}
 
 	loaded := 0
-	for _, n := range []int{10_000, 50_000} {
+	for _, n := range []int{10_000, 50_000, 100_000} {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			if n > 10_000 && testing.Short() {
 				b.Skip("skipped under -short")

@@ -28,6 +28,9 @@ type Version struct {
 	Type                string
 	ReportingController string
 	Note                string
+	// Cluster is the member cluster the version was captured from, empty
+	// for the server's own cluster (ColumnCluster).
+	Cluster string
 
 	// LastSeen is when the Event last happened, as `kubectl events` shows
 	// it; the time window and the order of the read API use it.
@@ -55,6 +58,7 @@ const (
 	ColumnType                Column = "type"
 	ColumnReportingController Column = "reporting_controller"
 	ColumnNote                Column = "note"
+	ColumnCluster             Column = "cluster"
 )
 
 // ColumnDef is everything about a filterable column but its migration: a
@@ -74,6 +78,9 @@ type ColumnDef struct {
 	// Value is the Version's field that holds the column.
 	Value func(*Version) *string
 	// Event reads the column from a decoded Event: NewVersion, and Match.
+	// Nil for a column the Event does not hold, which capture's source
+	// sets (the cluster): its migration gives the versions stored before
+	// it a value, so the store alone answers conditions on it.
 	Event func(*core.Event) string
 	// Proto is where capture's fast path finds the column in a core/v1
 	// Event's protobuf: the field numbers from the Event message down
@@ -91,7 +98,8 @@ type ColumnDef struct {
 	// versioned schema: versions stored before it (or by an older server
 	// still writing) hold NULL there, which a condition on the column keeps
 	// for the reader to match on the Event (Match), so that nothing needs
-	// rewriting when a column comes.
+	// rewriting when a column comes. A column without Event takes a
+	// default instead, which the store matches itself.
 	Added bool
 	// Searchable columns answer Condition.Contains from a trigram index
 	// in every store (search.go).
@@ -168,6 +176,12 @@ var Columns = []ColumnDef{
 	{Name: ColumnNote, Field: "note", Own: true, Added: true, Searchable: true,
 		Value: func(v *Version) *string { return &v.Note },
 		Event: func(e *core.Event) string { return e.Message }, Proto: proto(protoEventMessage)},
+	// The member cluster of a fleet the version came from; "" is the
+	// server's own cluster (--history-cluster-name), which is also what
+	// versions stored before the column read as (the migration's default),
+	// so that renaming the server's cluster renames all its history at once.
+	{Name: ColumnCluster, Field: "cluster", Own: true, Added: true,
+		Value: func(v *Version) *string { return &v.Cluster }},
 }
 
 // columnsByName and columnsByField index Columns.
@@ -199,7 +213,7 @@ func ColumnFor(field string) (*ColumnDef, bool) {
 func (c Condition) Match(e *core.Event) bool {
 	if c.Contains {
 		for _, name := range c.Columns {
-			if col, ok := columnsByName[name]; ok && search.ContainsFold(col.Event(e), c.Value) {
+			if col, ok := columnsByName[name]; ok && col.Event != nil && search.ContainsFold(col.Event(e), c.Value) {
 				return !c.Not
 			}
 		}
@@ -211,6 +225,10 @@ func (c Condition) Match(e *core.Event) bool {
 	}
 	for _, name := range c.Columns {
 		col, ok := columnsByName[name]
+		if ok && col.Event == nil {
+			// The store answered it: nothing in the Event to match.
+			return true
+		}
 		if ok && slices.Contains(values, col.Event(e)) {
 			return !c.Not
 		}

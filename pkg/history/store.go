@@ -34,7 +34,11 @@ type Batch struct {
 // version at or before Revision that is not Live and has no deletion was
 // deleted, unseen, before Revision; it is recorded as deleted At Revision.
 // Versions after Revision are untouched: another replica may be ahead.
+//
+// Revisions and Live are one cluster's: Gone touches only the versions of
+// Cluster (ColumnCluster; "" is the server's own).
 type Gone struct {
+	Cluster  string
 	Revision int64
 	Live     []string
 	At       time.Time

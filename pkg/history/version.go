@@ -16,8 +16,9 @@ func NewVersion(event *core.Event, revision int64, value []byte, observedAt time
 		Object:     value,
 	}
 	for i := range Columns {
-		c := &Columns[i]
-		*c.Value(&v) = c.Event(event)
+		if c := &Columns[i]; c.Event != nil {
+			*c.Value(&v) = c.Event(event)
+		}
 	}
 	if v.LastSeen.IsZero() {
 		v.LastSeen = observedAt

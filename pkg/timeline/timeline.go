@@ -156,18 +156,18 @@ func New() *Timeline {
 	return &Timeline{newest: map[string]*historyv1alpha1.EventRecord{}}
 }
 
-// eventKey names an Event across its versions. Its uid, since a name may
-// be reused by a later Event once the first is deleted or expired.
-func eventKey(r *historyv1alpha1.EventRecord) string {
+// Key names an Event across its versions. Its uid, since a name may be
+// reused by a later Event once the first is deleted or expired.
+func Key(r *historyv1alpha1.EventRecord) string {
 	if r.Event.UID != "" {
 		return string(r.Event.UID)
 	}
 	return r.Namespace + "/" + r.Event.Name
 }
 
-// resourceVersion orders versions of one Event: both sources number them
+// ResourceVersion orders versions of one Event: both sources number them
 // with the revisions of the same etcd.
-func resourceVersion(r *historyv1alpha1.EventRecord) int64 {
+func ResourceVersion(r *historyv1alpha1.EventRecord) int64 {
 	rv, err := strconv.ParseInt(r.Event.ResourceVersion, 10, 64)
 	if err != nil {
 		return 0
@@ -180,10 +180,10 @@ func resourceVersion(r *historyv1alpha1.EventRecord) int64 {
 // know (history's copy wins over the live one), and says whether it did.
 // The same version from both sources is kept once.
 func (t *Timeline) Add(r historyv1alpha1.EventRecord) bool {
-	key := eventKey(&r)
+	key := Key(&r)
 	old, ok := t.newest[key]
 	if ok {
-		oldRV, newRV := resourceVersion(old), resourceVersion(&r)
+		oldRV, newRV := ResourceVersion(old), ResourceVersion(&r)
 		if newRV < oldRV {
 			return false
 		}
@@ -219,7 +219,7 @@ func Sort(records []historyv1alpha1.EventRecord) {
 		if !a.LastSeen.Equal(&b.LastSeen) {
 			return a.LastSeen.Before(&b.LastSeen)
 		}
-		if ra, rb := resourceVersion(a), resourceVersion(b); ra != rb {
+		if ra, rb := ResourceVersion(a), ResourceVersion(b); ra != rb {
 			return ra < rb
 		}
 		if a.Namespace != b.Namespace {

@@ -204,3 +204,33 @@ func TestRouterUpdateChangesClass(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseSeconds pins LeaseSeconds, which the TTL backstop reads an
+// Event's deadline by, to the leases the etcd3 store's lease manager really
+// grants: the TTL and 5% of it, at most the reuse duration (60s by default).
+func TestLeaseSeconds(t *testing.T) {
+	rules, err := ttl.Parse([]string{"type=Warning:2h", "reason=Short:20s"}, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, client := testStorage(t, rules)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		e    *core.Event
+	}{
+		{"2m", event("normal", "Normal")},
+		{"2h", event("warning", "Warning")},
+		{"20s", func() *core.Event { e := event("short", "Normal"); e.Reason = "Short"; return e }()},
+	}
+	for _, tc := range tests {
+		seconds := rules.Seconds(tc.e)
+		if err := s.Create(ctx, "/events/ns/"+tc.e.Name, tc.e, &core.Event{}, seconds); err != nil {
+			t.Fatal(err)
+		}
+		want := ttl.LeaseSeconds(int64(seconds), storagebackend.NewDefaultConfig("", nil).LeaseManagerConfig.ReuseDurationSeconds)
+		if got := grantedTTL(t, client, "/registry/events/ns/"+tc.e.Name); got != want {
+			t.Errorf("%s: lease granted for %ds, LeaseSeconds says %ds", tc.name, got, want)
+		}
+	}
+}

@@ -82,7 +82,7 @@ func newTestStore(t *testing.T, etcdURL string, watchCache bool, wrap watchresum
 	options.EnableWatchCache = watchCache
 	factory := apiserver.NewStorageFactory(options.StorageConfig, options.DefaultStorageMediaType)
 	getter := watchresume.NewRESTOptionsGetter(options.CreateRESTOptionsGetter(factory, nil), nil, wrap)
-	store, err := eventstorage.NewREST(apiserver.Scheme, getter, &ttl.Rules{})
+	store, err := eventstorage.NewREST(apiserver.Scheme, getter, &ttl.Rules{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

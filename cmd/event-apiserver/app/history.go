@@ -10,14 +10,17 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/capture"
+	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
 	"github.com/eventapiserver/event-apiserver/pkg/history/postgres"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlite"
 	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
@@ -57,6 +60,13 @@ type HistoryOptions struct {
 	MaxQueryWindow time.Duration
 	MaxQueryRows   int
 	QueryTimeout   time.Duration
+	// ClusterName is the server's own cluster, as eventrecords show it.
+	ClusterName string
+	// FleetNamespace turns on capture from a fleet's member clusters, whose
+	// kubeconfig Secrets it holds (package fleet).
+	FleetNamespace        string
+	FleetMaxMembers       int
+	FleetMemberQueueBytes int64
 }
 
 func NewHistoryOptions() *HistoryOptions {
@@ -72,6 +82,10 @@ func NewHistoryOptions() *HistoryOptions {
 		MaxQueryWindow:    historyregistry.DefaultMaxQueryWindow,
 		MaxQueryRows:      historyregistry.DefaultMaxQueryRows,
 		QueryTimeout:      historyregistry.DefaultQueryTimeout,
+		// kube-controller-manager's --cluster-name default.
+		ClusterName:           "kubernetes",
+		FleetMaxMembers:       100,
+		FleetMemberQueueBytes: 8 << 20,
 	}
 }
 
@@ -121,6 +135,22 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.QueryTimeout, "history-query-timeout", o.QueryTimeout,
 		"Longest a history store query of an eventrecords list may run; the database statement is then "+
 			"cancelled and the client gets 504 Timeout.")
+	fs.StringVar(&o.ClusterName, "history-cluster-name", o.ClusterName,
+		"The name of the cluster this server captures, a DNS label: the cluster field of its eventrecords, "+
+			"which the field selector cluster= selects on. Versions are stored under the server's own cluster, "+
+			"not this name, so renaming it renames all of its history, including versions stored before the cluster "+
+			"field existed. Member clusters of a fleet carry their own names.")
+	fs.StringVar(&o.FleetNamespace, "history-fleet-namespace", o.FleetNamespace,
+		"With --history-only: also capture the Events of a fleet's member clusters, one per Secret of this namespace "+
+			"(of the server's own cluster) labelled "+fleet.MemberLabel+"=<cluster name>, whose "+fleet.KubeconfigKey+
+			" key holds a kubeconfig allowed to list and watch Events. Members are added and removed by creating and "+
+			"deleting Secrets, without a restart; none is part of the server's readiness. A reader sees a cluster's "+
+			"eventrecords only with verb get on history.eventapiserver.io clusters of that name (docs/fleet.md).")
+	fs.IntVar(&o.FleetMaxMembers, "history-fleet-max-members", o.FleetMaxMembers,
+		"With --history-fleet-namespace: most member clusters captured at once; Secrets past it (by cluster name) are left out.")
+	fs.Int64Var(&o.FleetMemberQueueBytes, "history-fleet-member-queue-bytes", o.FleetMemberQueueBytes,
+		"With --history-fleet-namespace: bytes of Event changes read from one member cluster and not yet written to "+
+			"history (--history-max-queue-bytes for each member).")
 }
 
 // Complete reads --history-dsn-file. A file that cannot be read or holds
@@ -173,6 +203,15 @@ func (o *HistoryOptions) Validate() []error {
 	}
 	if o.BatchSize <= 0 || o.MaxQueueBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--history-batch-size and --history-max-queue-bytes must be positive"))
+	}
+	if o.FleetMaxMembers <= 0 || o.FleetMemberQueueBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--history-fleet-max-members and --history-fleet-member-queue-bytes must be positive"))
+	}
+	if msgs := validation.ValidateNamespaceName(o.FleetNamespace, false); o.FleetNamespace != "" && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--history-fleet-namespace %q: %s", o.FleetNamespace, strings.Join(msgs, "; ")))
+	}
+	if msgs := fleet.ValidateName(o.ClusterName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--history-cluster-name %q: %s", o.ClusterName, strings.Join(msgs, "; ")))
 	}
 	return errs
 }
@@ -242,13 +281,15 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 		Capture:   o.captureConfig(),
 		Retention: o.retention(),
 		Limits:    o.limits(),
+		Cluster:   o.ClusterName,
 	}, nil
 }
 
 // KubeConfig opens the store and capture's client of kube-apiserver, for
-// the history-only server. The client asks for protobuf, which costs
-// kube-apiserver less to encode for its one watch than JSON.
-func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*apiserver.HistoryConfig, error) {
+// the history-only server, whose capture counts the Events it reads in
+// events. The client asks for protobuf, which costs kube-apiserver less to
+// encode for its one watch than JSON.
+func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config, events *eventmetrics.Counter) (*apiserver.HistoryConfig, error) {
 	kubeConfig = rest.CopyConfig(kubeConfig)
 	kubeConfig.ContentType = runtime.ContentTypeProtobuf
 	kubeConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
@@ -260,12 +301,27 @@ func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config) (*a
 	if err != nil {
 		return nil, err
 	}
-	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: client, BehindTimeout: o.BehindTimeout})
+	source := capture.NewKubernetesSource(capture.KubernetesConfig{Client: client, BehindTimeout: o.BehindTimeout, EventMetrics: events})
+	var members *fleet.Fleet
+	if o.FleetNamespace != "" {
+		members = fleet.New(fleet.Config{
+			Client:        client,
+			Namespace:     o.FleetNamespace,
+			Own:           o.ClusterName,
+			MaxMembers:    o.FleetMaxMembers,
+			MaxQueueBytes: o.FleetMemberQueueBytes,
+			BehindTimeout: o.BehindTimeout,
+			// One watch, and a relist's pages now and then.
+			QPS: 5, Burst: 10,
+		})
+	}
 	return &apiserver.HistoryConfig{
 		Store:     store,
 		Sources:   []capture.Source{source},
 		Capture:   o.captureConfig(),
 		Retention: o.retention(),
 		Limits:    o.limits(),
+		Cluster:   o.ClusterName,
+		Fleet:     members,
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 )
 
 // The history-only server (--history-only) serves history.eventapiserver.io
@@ -17,8 +18,9 @@ import (
 // refused (modes.go).
 
 // historyOnlyConfig finishes the configuration of a history-only server:
-// the delegation of --aggregated, none of its admission.
-func (c *completedOptions) historyOnlyConfig(serverConfig *genericapiserver.RecommendedConfig) (*apiserver.Config, error) {
+// the delegation of --aggregated, none of its admission; its capture
+// counts the Events it reads in events.
+func (c *completedOptions) historyOnlyConfig(serverConfig *genericapiserver.RecommendedConfig, events *eventmetrics.Counter) (*apiserver.Config, error) {
 	if err := c.Aggregated.applyDelegationTo(serverConfig); err != nil {
 		return nil, err
 	}
@@ -27,7 +29,7 @@ func (c *completedOptions) historyOnlyConfig(serverConfig *genericapiserver.Reco
 	if err := features.ApplyTo(&serverConfig.Config, nil, nil); err != nil {
 		return nil, err
 	}
-	history, err := c.History.KubeConfig(c.DataDir, serverConfig.ClientConfig)
+	history, err := c.History.KubeConfig(c.DataDir, serverConfig.ClientConfig, events)
 	if err != nil {
 		return nil, err
 	}

@@ -106,15 +106,16 @@ func list(names []string) string {
 var (
 	// eventFlags are the Events API's, beside the "etcd", "embedded
 	// etcd", "event storms" and "admission" flag sets.
-	eventFlags = []string{"event-ttl", "event-ttl-rule"}
+	eventFlags = []string{"event-ttl", "event-ttl-rule", "event-ttl-backstop-interval", "event-ttl-backstop-qps"}
 	// etcdTLSFlags reach an external etcd; the embedded one is reached
 	// without TLS, through a socket in --data-dir or on loopback.
 	etcdTLSFlags = []string{"etcd-cafile", "etcd-certfile", "etcd-keyfile"}
 	// selfSignedFlags shape the certificate made when none is given.
 	selfSignedFlags = []string{"self-signed-cert-dns-names", "self-signed-cert-validity"}
 	// historyOnlyFlags tune capture through kube-apiserver's API.
-	historyOnlyFlags = []string{"history-capture-behind-timeout"}
-	certFileFlags    = []string{"tls-cert-file", "tls-private-key-file"}
+	historyOnlyFlags = []string{"history-capture-behind-timeout",
+		"history-fleet-namespace", "history-fleet-max-members", "history-fleet-member-queue-bytes"}
+	certFileFlags = []string{"tls-cert-file", "tls-private-key-file"}
 )
 
 // flagErrors refuses contradictory flags, each error naming the flags on

@@ -21,6 +21,8 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	embeddedetcd "github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
 	"github.com/eventapiserver/event-apiserver/pkg/version"
 )
@@ -42,6 +44,8 @@ type Options struct {
 	EventTTL time.Duration
 	// EventTTLRules override EventTTL by kind of Event (--event-ttl-rule).
 	EventTTLRules []string
+	// Expiry is the TTL backstop's flags.
+	Expiry *expiry.Options
 
 	SecureServing *genericoptions.SecureServingOptionsWithLoopback
 	Etcd          *genericoptions.EtcdOptions
@@ -53,8 +57,11 @@ type Options struct {
 	// (admission.go).
 	Admission *genericoptions.AdmissionOptions
 	Storm     *storm.Options
-	Audit     *genericoptions.AuditOptions
-	Logs      *logsapi.LoggingConfiguration
+	// EventMetrics counts Events on /metrics: the ones the Events API
+	// stores, or history-only capture reads.
+	EventMetrics *eventmetrics.Options
+	Audit        *genericoptions.AuditOptions
+	Logs         *logsapi.LoggingConfiguration
 	// Version is --version: print the version and quit.
 	Version version.Flag
 	History *HistoryOptions
@@ -100,6 +107,7 @@ func NewOptions() *Options {
 	return &Options{
 		DataDir:       defaultDataDir,
 		EventTTL:      time.Hour,
+		Expiry:        expiry.NewOptions(),
 		SecureServing: serving.WithLoopback(),
 		Etcd:          etcd,
 		EmbeddedEtcd: EmbeddedEtcdOptions{
@@ -108,13 +116,14 @@ func NewOptions() *Options {
 			ReadyTimeout:           time.Minute,
 			QuotaBackendBytes:      embeddedetcd.DefaultQuotaBackendBytes,
 		},
-		ServerRun:  serverRun,
-		Features:   features,
-		Aggregated: NewAggregatedOptions(),
-		Admission:  newAdmissionOptions(),
-		Storm:      storm.NewOptions(),
-		Audit:      genericoptions.NewAuditOptions(),
-		Logs:       logsapi.NewLoggingConfiguration(),
+		ServerRun:    serverRun,
+		Features:     features,
+		Aggregated:   NewAggregatedOptions(),
+		Admission:    newAdmissionOptions(),
+		Storm:        storm.NewOptions(),
+		EventMetrics: eventmetrics.NewOptions(),
+		Audit:        genericoptions.NewAuditOptions(),
+		Logs:         logsapi.NewLoggingConfiguration(),
 
 		SelfSignedCertValidity: 365 * 24 * time.Hour,
 		History:                NewHistoryOptions(),
@@ -136,6 +145,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"source.component), all given keys must match. Repeat the flag for more rules (at most 16); the "+
 			"first that matches applies. Durations are whole seconds, at least 1s. "+
 			"E.g. --event-ttl-rule=type=Warning:24h --event-ttl-rule=reason=Pulled,reportingController=kubelet:10m.")
+	o.Expiry.AddFlags(fs)
 
 	fs.StringSliceVar(&o.SelfSignedCertDNSNames, "self-signed-cert-dns-names", o.SelfSignedCertDNSNames,
 		"Extra DNS names for the self-signed serving certificate generated when no --tls-cert-file is "+
@@ -153,6 +163,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Features.AddFlags(fss.FlagSet("features"))
 	o.Aggregated.AddFlags(fss.FlagSet("aggregated"))
 	o.Storm.AddFlags(fss.FlagSet("event storms"))
+	o.EventMetrics.AddFlags(fss.FlagSet("event metrics"))
 	addAdmissionFlags(o.Admission, fss.FlagSet("admission"))
 	o.Audit.AddFlags(fss.FlagSet("auditing"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
@@ -251,6 +262,7 @@ func (c *completedOptions) Validate() error {
 	errs = append(errs, c.Features.Validate()...)
 	errs = append(errs, c.Audit.Validate()...)
 	errs = append(errs, c.History.Validate()...)
+	errs = append(errs, c.EventMetrics.Validate()...)
 	if c.mode.Delegates() {
 		errs = append(errs, c.Aggregated.Validate()...)
 	}
@@ -269,6 +281,7 @@ func (c *completedOptions) validateEvents() []error {
 	if c.EventTTL > 0 && c.EventTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--event-ttl must be at least 1s: etcd leases count whole seconds"))
 	}
+	errs = append(errs, c.Expiry.Validate()...)
 	if c.ttlErr != nil {
 		errs = append(errs, c.ttlErr)
 	}

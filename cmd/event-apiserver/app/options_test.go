@@ -35,6 +35,8 @@ func TestValidate(t *testing.T) {
 		{name: "negative TTL", args: []string{"--event-ttl=-1s"}, wantErr: "--event-ttl must not be negative"},
 		{name: "TTL rule", args: []string{"--event-ttl-rule=type=Warning:500ms"}, wantErr: "must be at least 1s"},
 		{name: "history-only", args: []string{"--history-only"}},
+		{name: "cluster name", args: []string{"--history-cluster-name=eu-west-1"}},
+		{name: "cluster name not a DNS label", args: []string{"--history-cluster-name=EU_West"}, wantErr: `--history-cluster-name "EU_West"`},
 		{name: "certificate validity too short", args: []string{"--self-signed-cert-validity=10s"}, wantErr: "at least 1m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

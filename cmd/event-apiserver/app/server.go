@@ -35,6 +35,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/admission/storm"
 	"github.com/eventapiserver/event-apiserver/pkg/apiserver"
 	"github.com/eventapiserver/event-apiserver/pkg/etcd"
+	"github.com/eventapiserver/event-apiserver/pkg/expiry"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	generatedopenapi "github.com/eventapiserver/event-apiserver/pkg/generated/openapi"
 	"github.com/eventapiserver/event-apiserver/pkg/servingcert"
@@ -316,15 +317,16 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 	serverConfig.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
 		return fieldselectors.WithSetSelectors(buildChain(fieldselectors.WithResolvedSelectors(api), c), c.RequestInfoResolver)
 	}
+	events := c.EventMetrics.Counter()
 	if c.mode == apiserver.HistoryOnly {
-		return c.historyOnlyConfig(serverConfig)
+		return c.historyOnlyConfig(serverConfig, events)
 	}
 
 	etcd := *c.Etcd
 	if p.etcdServers != nil {
 		etcd.StorageConfig.Transport.ServerList = p.etcdServers
 	}
-	if err := apiserver.ApplyStorageTo(serverConfig, &etcd, c.ttl, !c.embeddedEtcd); err != nil {
+	if err := apiserver.ApplyStorageTo(serverConfig, &etcd, c.ttl, !c.embeddedEtcd, expiry.New(c.Expiry.Config(c.ttl))); err != nil {
 		return nil, err
 	}
 	// The storm limiter is an admission plugin (admission.go); limits
@@ -368,7 +370,7 @@ func (c *completedOptions) Config(p prerequisites) (*apiserver.Config, error) {
 	}
 	return &apiserver.Config{
 		GenericConfig: serverConfig,
-		ExtraConfig:   apiserver.ExtraConfig{TTL: c.ttl, History: history, Mode: c.mode},
+		ExtraConfig:   apiserver.ExtraConfig{TTL: c.ttl, History: history, Mode: c.mode, EventMetrics: events},
 	}, nil
 }
 

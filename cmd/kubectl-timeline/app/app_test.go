@@ -27,15 +27,15 @@ func TestResolveObject(t *testing.T) {
 		want    Object
 		wantErr string
 	}{
-		{args: []string{"pod/web-0"}, want: Object{"Pod", "web-0"}},
-		{args: []string{"pods/web-0"}, want: Object{"Pod", "web-0"}},
-		{args: []string{"po/web-0"}, want: Object{"Pod", "web-0"}},
-		{args: []string{"Pod/web-0"}, want: Object{"Pod", "web-0"}},
-		{args: []string{"pod", "web-0"}, want: Object{"Pod", "web-0"}},
-		{args: []string{"sts/db"}, want: Object{"StatefulSet", "db"}},
-		{args: []string{"deployments.apps/web"}, want: Object{"Deployment", "web"}},
-		{args: []string{"node/n1"}, want: Object{"Node", "n1"}},
-		{args: []string{"Widget/w"}, want: Object{"Widget", "w"}},
+		{args: []string{"pod/web-0"}, want: Object{"Pod", "web-0", ""}},
+		{args: []string{"pods/web-0"}, want: Object{"Pod", "web-0", ""}},
+		{args: []string{"po/web-0"}, want: Object{"Pod", "web-0", ""}},
+		{args: []string{"Pod/web-0"}, want: Object{"Pod", "web-0", ""}},
+		{args: []string{"pod", "web-0"}, want: Object{"Pod", "web-0", ""}},
+		{args: []string{"sts/db"}, want: Object{"StatefulSet", "db", "apps"}},
+		{args: []string{"deployments.apps/web"}, want: Object{"Deployment", "web", "apps"}},
+		{args: []string{"node/n1"}, want: Object{"Node", "n1", ""}},
+		{args: []string{"Widget/w"}, want: Object{"Widget", "w", ""}},
 		{args: []string{"widgets/w"}, wantErr: `the server doesn't have a resource type "widgets"`},
 		{args: []string{"web-0"}, wantErr: "want one object as TYPE/NAME"},
 		{args: []string{"pod/"}, wantErr: "want one object as TYPE/NAME"},
@@ -109,7 +109,7 @@ func TestSelectors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &sources{object: Object{"Pod", "web-0"}, filter: tc.filter}
+			s := &sources{object: Object{"Pod", "web-0", ""}, filter: tc.filter}
 			if got := s.liveSelector(); got != tc.live {
 				t.Errorf("live %q, want %q", got, tc.live)
 			}

@@ -35,7 +35,12 @@ const example = `  # Everything that happened to pod/web-0 in the current namesp
   kubectl timeline statefulset/db -A --types=Warning -o json
 
   # What of the last week mentioned x509
-  kubectl timeline deployment/ingress --since=168h --search=x509`
+  kubectl timeline deployment/ingress --since=168h --search=x509
+
+
+  # The same story as a picture in the browser, with what the Deployment owns
+  # (its ReplicaSets and their Pods) folded in, following new Events
+  kubectl timeline deployment/web -n shop --web -w`
 
 // defaultChunkSize is kubectl's (cmdutil.DefaultChunkSize): the page size
 // of every list.
@@ -53,6 +58,9 @@ type Flags struct {
 	Types         []string
 	Search        string
 	ChunkSize     int64
+	Web           bool
+	WebPort       int
+	Browser       bool
 
 	genericiooptions.IOStreams
 }
@@ -63,6 +71,7 @@ func NewFlags(streams genericiooptions.IOStreams) *Flags {
 		ConfigFlags: genericclioptions.NewConfigFlags(true),
 		PrintFlags:  genericclioptions.NewPrintFlags("").WithTypeSetter(timeline.Scheme),
 		ChunkSize:   defaultChunkSize,
+		Browser:     true,
 		IOStreams:   streams,
 	}
 }
@@ -71,7 +80,7 @@ func NewFlags(streams genericiooptions.IOStreams) *Flags {
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := NewFlags(streams)
 	cmd := &cobra.Command{
-		Use:   "timeline TYPE/NAME [-n NAMESPACE | -A] [--since=DURATION] [--types=Normal,Warning] [--search=TEXT] [-w] [-o json|yaml|wide]",
+		Use:   "timeline TYPE/NAME [-n NAMESPACE | -A] [--since=DURATION] [--types=Normal,Warning] [--search=TEXT] [-w] [-o json|yaml|wide | --web]",
 		Short: "Show one object's Events over all its incarnations, live and from history, oldest first",
 		Long: `Show one object's Events, oldest first, across every object that bore its kind and name
 (a pod recreated with the same name has a new uid each time: each uid is shown, deleted ones
@@ -79,7 +88,11 @@ included). Live Events (core/v1) are merged with event-apiserver's history
 (history.eventapiserver.io eventrecords), each Event once, at its newest version.
 
 Where the server has no history, or you may not read it, this says so on stderr and shows the
-live Events.`,
+live Events.
+
+With --web it serves the same story as a page on 127.0.0.1, guarded by a random token in its
+URL, prints the URL and opens a browser where there is one; the page reads the cluster with
+your kubeconfig's identity, through this process, until Ctrl-C.`,
 		Example: example,
 		// Help and errors say "kubectl timeline", as the user types it.
 		Annotations:           map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl timeline"},
@@ -117,6 +130,9 @@ func (f *Flags) AddFlags(cmd *cobra.Command) {
 		"(the field selector note.contains=TEXT). Needs --since, within the server's --history-max-query-window, and three letters or digits in a row.")
 	cmd.Flags().BoolVar(&f.NoHeaders, "no-headers", f.NoHeaders, "When using the default output format, don't print headers.")
 	cmd.Flags().Int64Var(&f.ChunkSize, "chunk-size", f.ChunkSize, "Return large lists in chunks rather than all at once. Pass 0 to disable.")
+	cmd.Flags().BoolVar(&f.Web, "web", f.Web, "Serve the timeline as a page in the browser, on 127.0.0.1 only, at a URL with a random token, until Ctrl-C: one lane per incarnation, each Event a mark, a series a bar, zoomable, with a table view; the objects it owns are folded in. With -w the page shows new Events as they happen.")
+	cmd.Flags().IntVar(&f.WebPort, "web-port", f.WebPort, "The port on 127.0.0.1 --web serves on. Default: any free port.")
+	cmd.Flags().BoolVar(&f.Browser, "browser", f.Browser, "With --web, open the page in the default browser, where there is one (a display, or macOS or Windows). --browser=false only prints its URL.")
 
 	// kubectl's -v, for the requests the plugin sends (-v=6).
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)

@@ -12,10 +12,13 @@ import (
 
 // Object is the kind and name Events name the object by
 // (involvedObject / regarding). No uid: the timeline is about every object
-// that bore the name.
+// that bore the name. Group is the kind's API group, which Events do not
+// select by; the page uses it to ask the cluster which of those objects
+// still exist.
 type Object struct {
-	Kind string
-	Name string
+	Kind  string
+	Name  string
+	Group string
 }
 
 func (o Object) String() string { return o.Kind + "/" + o.Name }
@@ -39,11 +42,11 @@ func ResolveObject(mapper meta.RESTMapper, args []string) (Object, error) {
 	if resource == "" || name == "" {
 		return Object{}, fmt.Errorf("want one object as TYPE/NAME (e.g. pod/web-0), got %q", strings.Join(args, " "))
 	}
-	if kind, ok := kindFromMapper(mapper, resource); ok {
-		return Object{Kind: kind, Name: name}, nil
+	if gk, ok := kindFromMapper(mapper, resource); ok {
+		return Object{Kind: gk.Kind, Name: name, Group: gk.Group}, nil
 	}
-	if kind, ok := builtinKind(resource); ok {
-		return Object{Kind: kind, Name: name}, nil
+	if gk, ok := builtinKind(resource); ok {
+		return Object{Kind: gk.Kind, Name: name, Group: gk.Group}, nil
 	}
 	if unicode.IsUpper([]rune(resource)[0]) && !strings.Contains(resource, ".") {
 		return Object{Kind: resource, Name: name}, nil
@@ -53,9 +56,9 @@ func ResolveObject(mapper meta.RESTMapper, args []string) (Object, error) {
 
 // kindFromMapper asks discovery, as kubectl events --for does
 // (decodeResourceTypeName).
-func kindFromMapper(mapper meta.RESTMapper, resource string) (string, bool) {
+func kindFromMapper(mapper meta.RESTMapper, resource string) (schema.GroupKind, bool) {
 	if mapper == nil {
-		return "", false
+		return schema.GroupKind{}, false
 	}
 	fullySpecified, groupResource := schema.ParseResourceArg(strings.ToLower(resource))
 	gvr := schema.GroupVersionResource{}
@@ -65,14 +68,14 @@ func kindFromMapper(mapper meta.RESTMapper, resource string) (string, bool) {
 	if gvr.Empty() {
 		var err error
 		if gvr, err = mapper.ResourceFor(groupResource.WithVersion("")); err != nil {
-			return "", false
+			return schema.GroupKind{}, false
 		}
 	}
 	gvk, err := mapper.KindFor(gvr)
 	if err != nil {
-		return "", false
+		return schema.GroupKind{}, false
 	}
-	return gvk.Kind, true
+	return gvk.GroupKind(), true
 }
 
 // shortNames are kube-apiserver's short names of the built-in resources
@@ -89,7 +92,7 @@ var shortNames = map[string]string{
 // builtinKind finds the kind among those client-go's scheme knows: a kind
 // with a list kind is a resource, named by its lower-case kind or its
 // plural (meta.UnsafeGuessKindToResource, as kube-apiserver names them).
-func builtinKind(resource string) (string, bool) {
+func builtinKind(resource string) (schema.GroupKind, bool) {
 	_, groupResource := schema.ParseResourceArg(strings.ToLower(resource))
 	want := groupResource.Resource
 	if full, ok := shortNames[want]; ok {
@@ -109,8 +112,8 @@ func builtinKind(resource string) (string, bool) {
 		}
 		plural, singular := meta.UnsafeGuessKindToResource(gvk)
 		if want == plural.Resource || want == singular.Resource {
-			return gvk.Kind, true
+			return gvk.GroupKind(), true
 		}
 	}
-	return "", false
+	return schema.GroupKind{}, false
 }

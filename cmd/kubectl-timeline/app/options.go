@@ -40,6 +40,8 @@ type Options struct {
 	// showManagedFields keeps the Events' managedFields in json and yaml,
 	// which kubectl's printers drop from top-level objects only.
 	showManagedFields bool
+	// web is set with --web: the story is served as a page instead.
+	web *webOptions
 
 	genericiooptions.IOStreams
 }
@@ -102,6 +104,16 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	o.live = &liveFollower{events: o.sources.events, selector: o.sources.liveSelector()}
 	o.history = &historyFollower{history: o.sources.history, selector: o.sources.historySelector()}
 
+	if f.Web {
+		if *f.PrintFlags.OutputFormat != "" {
+			return nil, fmt.Errorf("--web draws the timeline in the browser; it takes no -o")
+		}
+		if o.web, err = f.webOptions(config, mapper, client.CoreV1(), history); err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
+
 	switch format := *f.PrintFlags.OutputFormat; format {
 	case "", "wide":
 		o.human = &humanPrinter{wide: format == "wide", noHeaders: f.NoHeaders, allNamespaces: f.AllNamespaces, now: time.Now}
@@ -145,10 +157,14 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Run prints the timeline, then follows it with -w.
+// Run prints the timeline, then follows it with -w; with --web it serves
+// the page instead.
 func (o *Options) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if o.web != nil {
+		return o.serveWeb(ctx)
 	}
 	tl := timeline.New()
 	resourceVersion, err := o.sources.listLive(ctx, func(r historyv1alpha1.EventRecord) { tl.Add(r) })

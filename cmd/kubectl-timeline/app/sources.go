@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,9 +28,17 @@ type sources struct {
 	history   historyclient.EventRecordInterface
 	namespace string
 	object    Object
+	// uids, where set, names the objects by uid in place of object: the
+	// objects the page's owner tree found, whose own incarnations are not
+	// the story. The live API takes one (kube-apiserver has no set
+	// selectors), history up to maxSetValues.
+	uids      []string
 	filter    timeline.Filter
 	chunkSize int64
 }
+
+// maxSetValues is the most values event-apiserver takes in one `in` set.
+const maxSetValues = 16
 
 // typeSelector narrows a list to the one type asked for; with both types
 // (or none) every Event is listed.
@@ -44,10 +53,14 @@ func (s *sources) typeSelector() []fields.Selector {
 // apiVersion: Events reported about an older version of the kind belong to
 // the object's story too.
 func (s *sources) liveSelector() string {
-	return fields.AndSelectors(append([]fields.Selector{
+	object := []fields.Selector{
 		fields.OneTermEqualSelector("involvedObject.kind", s.object.Kind),
 		fields.OneTermEqualSelector("involvedObject.name", s.object.Name),
-	}, s.typeSelector()...)...).String()
+	}
+	if len(s.uids) > 0 {
+		object = []fields.Selector{fields.OneTermEqualSelector("involvedObject.uid", s.uids[0])}
+	}
+	return fields.AndSelectors(append(object, s.typeSelector()...)...).String()
 }
 
 // historySelector is the same query in events.k8s.io/v1's labels, which
@@ -58,6 +71,13 @@ func (s *sources) historySelector() string {
 		fields.OneTermEqualSelector("regarding.kind", s.object.Kind),
 		fields.OneTermEqualSelector("regarding.name", s.object.Name),
 	}, s.typeSelector()...)
+	prefix := ""
+	if len(s.uids) > 0 {
+		// fields.Selector has no set form; the server reads this one
+		// (pkg/fieldselectors/setselector.go).
+		selectors = s.typeSelector()
+		prefix = "regarding.uid in (" + strings.Join(s.uids, ",") + ")"
+	}
 	if !s.filter.Since.IsZero() {
 		selectors = append(selectors, fields.OneTermEqualSelector("since", s.filter.Since.UTC().Format(time.RFC3339Nano)))
 	}
@@ -66,7 +86,14 @@ func (s *sources) historySelector() string {
 		// (timeline.Filter.Match), the same way.
 		selectors = append(selectors, fields.OneTermEqualSelector("note.contains", s.filter.Search))
 	}
-	return fields.AndSelectors(selectors...).String()
+	rest := fields.AndSelectors(selectors...).String()
+	switch {
+	case prefix == "":
+		return rest
+	case rest == "":
+		return prefix
+	}
+	return prefix + "," + rest
 }
 
 // listLive lists the live Events page by page and returns the

@@ -21,6 +21,8 @@ type EventRecord struct {
 	Live bool
 	// DeletedAt is when the Event left etcd: deleted or expired.
 	DeletedAt *metav1.Time
+	// Cluster is the cluster the Event happened in.
+	Cluster string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

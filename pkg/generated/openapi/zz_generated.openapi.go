@@ -344,7 +344,7 @@ func schema_pkg_apis_history_v1alpha1_EventRecord(ref common.ReferenceCallback) 
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "EventRecord is one version of an Event kept in history beyond the Events' TTL. Records are read-only; list them with the events.k8s.io/v1 field selectors plus `since` and `until` (RFC 3339 times or durations before now, e.g. since=168h), newest first.",
+				Description: "EventRecord is one version of an Event kept in history beyond the Events' TTL. Records are read-only; list them with the events.k8s.io/v1 field selectors plus `since` and `until` (RFC 3339 times or durations before now, e.g. since=168h), `note` and `cluster`, newest first.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {
@@ -395,8 +395,16 @@ func schema_pkg_apis_history_v1alpha1_EventRecord(ref common.ReferenceCallback) 
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster is the cluster the Event happened in: a member cluster of a fleet, or the server's own cluster (--history-cluster-name). Select on it with the field label cluster (=, !=, in, notin).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
-				Required: []string{"event", "lastSeen", "live"},
+				Required: []string{"event", "lastSeen", "live", "cluster"},
 			},
 		},
 		Dependencies: []string{

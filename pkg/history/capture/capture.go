@@ -26,6 +26,10 @@ type Config struct {
 	BatchInterval time.Duration
 	// MaxQueueBytes bounds what is read from the source and not yet stored.
 	MaxQueueBytes int64
+	// Cluster is the member cluster the source reads (history.ColumnCluster),
+	// set on every version it stores and the scope of its relists; "" is
+	// the server's own cluster.
+	Cluster string
 }
 
 const (
@@ -186,9 +190,11 @@ func (c *Capture) enqueue(ctx context.Context, it Item) error {
 func (c *Capture) toQueue(it Item) *queued {
 	q := &queued{Item: it, key: c.key, weight: itemOverhead}
 	if it.Version != nil {
+		it.Version.Cluster = c.cfg.Cluster
 		q.weight += int64(len(it.Version.Object))
 	}
 	if it.Gone != nil {
+		it.Gone.Cluster = c.cfg.Cluster
 		q.weight += int64(len(it.Gone.Live)) * liveUIDWeight
 	}
 	q.weight = min(q.weight, c.cfg.MaxQueueBytes)

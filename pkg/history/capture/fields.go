@@ -83,6 +83,9 @@ func (f *protoField) walk(r *reading, b []byte) bool {
 var eventFields = func() *protoField {
 	event := &protoField{}
 	for i := range history.Columns {
+		if history.Columns[i].Proto == nil {
+			continue // not the Event's (the cluster)
+		}
 		value := history.Columns[i].Value
 		event.add(func(r *reading, b []byte) bool { *value(&r.v) = string(b); return true }, history.Columns[i].Proto...)
 	}

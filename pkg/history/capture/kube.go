@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 )
 
@@ -46,6 +47,9 @@ type KubernetesConfig struct {
 	// below the one capture resumes from (its etcd restored from a backup)
 	// before capture drops it and lists all Events again.
 	BehindTimeout time.Duration
+	// EventMetrics counts the Events the watch reads (not a relist's);
+	// nil counts nothing.
+	EventMetrics *eventmetrics.Counter
 }
 
 // KubernetesSource lists and watches core/v1 Events in all namespaces
@@ -236,6 +240,9 @@ func (s *KubernetesSource) watch(ctx context.Context, sink *Sink, rv int64) (int
 		it, ok := s.item(sink, ev.Type, event)
 		if !ok {
 			continue
+		}
+		if it.Version != nil {
+			s.cfg.EventMetrics.Captured(s.cfg.Name, ev.Type == watch.Added, event)
 		}
 		sink.Seen(it.Revision)
 		if !sink.Offer(ctx, it) {

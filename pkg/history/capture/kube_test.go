@@ -33,7 +33,7 @@ import (
 // current resourceVersion, and watches from a resourceVersion that replay
 // the changes after it, answer 410 below the oldest one still held, and
 // carry bookmarks. The integration tests hold capture to the real one
-// (test/integration/history_only_test.go).
+// (test/integration/deploy/history_only_test.go).
 type eventsAPI struct {
 	mu      sync.Mutex
 	changed *sync.Cond

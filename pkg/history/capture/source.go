@@ -121,13 +121,14 @@ func (s *Sink) Decode(value []byte) (*core.Event, error) {
 	return event, nil
 }
 
-// Newest is the newest version history holds of the Event namespace/name,
-// which a relist compares with what it lists to estimate what it lost.
+// Newest is the newest version history holds of the Event namespace/name
+// in the source's cluster, which a relist compares with what it lists to estimate what it lost.
 func (s *Sink) Newest(ctx context.Context, namespace, name string) (history.Record, bool, error) {
 	records, err := s.c.cfg.Store.List(ctx, history.Query{
 		Conditions: []history.Condition{
 			{Columns: []history.Column{history.ColumnNamespace}, Value: namespace},
 			{Columns: []history.Column{history.ColumnName}, Value: name},
+			{Columns: []history.Column{history.ColumnCluster}, Value: s.c.cfg.Cluster},
 		},
 		Limit: 1,
 	})

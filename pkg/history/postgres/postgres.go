@@ -89,12 +89,15 @@ var schema = sqlstore.Schema{
 	Baseline: sqlstore.Migration{Version: 1, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
 	After: []sqlstore.Migration{
 		{Version: 2, About: "the note column", SQL: `ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS note text;`},
+		// A constant default: PostgreSQL 11+ adds it without rewriting
+		// the table. '' is the server's own cluster (history.ColumnCluster).
+		{Version: 3, About: "the cluster column", SQL: `ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS cluster text NOT NULL DEFAULT '';`},
 		// The note's text search (searchSQL). pg_trgm ships in Debian's
 		// postgresql package (contrib) and is a trusted extension since
 		// PostgreSQL 13: the database's owner may create it, no superuser.
 		// An index on the partitioned table is made on every partition,
 		// and on every partition made later.
-		{Version: 3, About: "the note's trigram index for text search", SQL: `
+		{Version: 4, About: "the note's trigram index for text search", SQL: `
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE INDEX IF NOT EXISTS event_versions_by_note ON event_versions USING gin (note gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS event_versions_by_null_note ON event_versions (last_seen) WHERE note IS NULL;

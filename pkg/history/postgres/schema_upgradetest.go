@@ -6,7 +6,7 @@ import "github.com/eventapiserver/event-apiserver/pkg/history/sqlstore"
 
 // With the tag historyupgradetest the server is the next release as far as
 // the schema goes: one migration newer, which only this build has. The
-// rolling-upgrade test (test/integration/history_upgrade_test.go) builds
+// rolling-upgrade test (test/integration/history/upgrade_test.go) builds
 // it to replace replicas of the ordinary build on one database.
 func init() {
 	schema.After = append(schema.After, sqlstore.Migration{

@@ -39,11 +39,14 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 	Baseline: sqlstore.Migration{Version: 5, About: "the baseline, with its own version row", SQL: sqlstore.Baseline(spelling)},
 	After: []sqlstore.Migration{
 		{Version: 6, About: "the note column", SQL: `ALTER TABLE versions ADD COLUMN note TEXT;`},
+		// '' is the server's own cluster (history.ColumnCluster), what
+		// every version stored before a fleet was.
+		{Version: 7, About: "the cluster column", SQL: `ALTER TABLE versions ADD COLUMN cluster TEXT NOT NULL DEFAULT '';`},
 		// The note's text search (searchSQL's doc). The versions stored so
 		// far are indexed here, one pass over the table under the write
 		// lock: capture waits for it once, at the first start of a server
 		// with this version.
-		{Version: 7, About: "the note's trigram index for text search", SQL: `
+		{Version: 8, About: "the note's trigram index for text search", SQL: `
 CREATE VIRTUAL TABLE IF NOT EXISTS versions_note_search USING fts5(note, tokenize='trigram', content='', contentless_delete=1);
 INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';
 CREATE TRIGGER IF NOT EXISTS versions_note_searched AFTER INSERT ON versions WHEN new.note != '' BEGIN

@@ -77,7 +77,7 @@ func where(q history.Query, sp Spelling, bind func(value any) string) (string, e
 				// states the index's condition.
 				part = "(" + part + " AND v." + string(col) + " != '')"
 			}
-			if def.Added {
+			if def.Added && def.Event != nil {
 				// Versions stored before the column was added hold NULL:
 				// the reader matches them on their Event (Condition.Match).
 				part = "(" + part + " OR v." + string(col) + " IS NULL)"

@@ -222,7 +222,8 @@ func (s *Store) recordGone(ctx context.Context, tx Tx, g *history.Gone, after in
 		SELECT uid, CAST(` + bind(g.Revision) + ` AS BIGINT), CAST(` + bind(g.At.UnixNano()) + ` AS BIGINT),
 		CAST(` + bind(after) + ` AS BIGINT) + sum(n) OVER (ORDER BY uid), CAST(` + bind(after) + ` AS BIGINT) + sum(n) OVER (ORDER BY uid) - n + 1
 		FROM (SELECT u.uid, (SELECT count(*) FROM ` + s.sp.Versions + ` h WHERE h.uid = u.uid) AS n
-		FROM (SELECT DISTINCT v.uid FROM ` + s.sp.Versions + ` v WHERE v.revision <= ` + bind(g.Revision)
+		FROM (SELECT DISTINCT v.uid FROM ` + s.sp.Versions + ` v WHERE v.revision <= ` + bind(g.Revision) +
+		` AND v.cluster = ` + bind(g.Cluster)
 	notLive, err := s.d.NotLive(ctx, tx, g.Live, bind)
 	if err != nil {
 		return after, err

@@ -48,6 +48,11 @@ func Migrated(t *testing.T, s history.Store, known int) {
 	if got[0].UID != "b" || got[0].Position <= history.FeedOrigin || got[1].Position != history.FeedOrigin {
 		t.Errorf("positions after migration: %s at %d, %s at %d", got[0].UID, got[0].Position, got[1].UID, got[1].Position)
 	}
+	// Stored before the cluster column: the server's own cluster's.
+	own, err := s.List(ctx, history.Query{Conditions: []history.Condition{{Columns: []history.Column{history.ColumnCluster}, Value: ""}}})
+	if err != nil || len(own) != 2 || got[1].Cluster != "" {
+		t.Errorf("the server's own cluster after migration: %d versions (%v), legacy's cluster %q; want 2 and \"\"", len(own), err, got[1].Cluster)
+	}
 	changes, err := s.Changes(ctx, history.ChangeQuery{After: history.FeedOrigin, Through: got[0].Position})
 	if err != nil || len(changes) != 1 || changes[0].UID != "b" {
 		t.Errorf("feed after migration: %v (%v), want b only", changes, err)

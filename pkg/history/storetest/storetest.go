@@ -1,6 +1,6 @@
 // Package storetest is the suite every history.Store passes: idempotent
-// writes, progress, the read order and filters of List (the note column's
-// too), and the feed: its
+// writes, progress, the read order and filters of List (the note and
+// cluster columns' too), and the feed: its
 // order, ends, filters, floor, and no change committed behind a position a
 // reader has read, under concurrent writers.
 package storetest
@@ -21,6 +21,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("gone", func(t *testing.T) { testGone(t, open(t)) })
 	t.Run("note", func(t *testing.T) { testNote(t, open(t)) })
 	t.Run("search", func(t *testing.T) { testSearch(t, open(t)) })
+	t.Run("cluster", func(t *testing.T) { testCluster(t, open(t)) })
 	runFeed(t, open)
 }
 

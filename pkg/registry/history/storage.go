@@ -46,6 +46,8 @@ type REST struct {
 	feed    FeedConfig
 	hub     *feedHub
 	limits  Limits
+	// cluster names the server's own cluster (FeedConfig.Cluster).
+	cluster string
 }
 
 var (
@@ -60,7 +62,7 @@ var (
 // NewREST serves the records of s; decoder reads the stored Events.
 func NewREST(s store.Store, decoder runtime.Decoder, feed FeedConfig) *REST {
 	feed = feed.withDefaults()
-	return &REST{store: s, decoder: decoder, feed: feed, hub: newFeedHub(s, feed), limits: Limits{}.withDefaults()}
+	return &REST{store: s, decoder: decoder, feed: feed, hub: newFeedHub(s, feed), cluster: feed.Cluster, limits: Limits{}.withDefaults()}
 }
 
 func (r *REST) New() runtime.Object     { return &historyapi.EventRecord{} }
@@ -87,6 +89,11 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 	if err != nil {
 		return nil, storeError(err)
 	}
+	if r.feed.Clusters != nil && r.mayRead(ctx, "") != nil && r.mayRead(ctx, r.clusterOf(rec)) != nil {
+		// Not found, as if the record were not there: a 403 would tell
+		// that a cluster one may not read holds a record of that name.
+		return nil, notFound
+	}
 	return r.record(rec)
 }
 
@@ -95,8 +102,11 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 		options = &metainternalversion.ListOptions{}
 	}
 	now := time.Now()
-	p, err := parseFieldSelector(options.FieldSelector, now)
+	p, err := r.parse(options.FieldSelector, now)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.authorizeClusters(ctx, p.query); err != nil {
 		return nil, err
 	}
 	if p.search {
@@ -223,6 +233,7 @@ func (r *REST) record(row store.Record) (*historyapi.EventRecord, error) {
 		Event:    *event,
 		LastSeen: metav1.NewTime(row.LastSeen),
 		Live:     row.DeletedAt == nil,
+		Cluster:  r.clusterOf(row),
 	}
 	if row.DeletedAt != nil {
 		t := metav1.NewTime(*row.DeletedAt)

@@ -22,6 +22,7 @@ var tableColumns = []metav1.TableColumnDefinition{
 	{Name: "Object", Type: "string", Description: "The object the Event is about."},
 	{Name: "Message", Type: "string", Description: "A human-readable description."},
 	{Name: "Live", Type: "boolean", Priority: 1, Description: "Whether the Event is still served by the Events API."},
+	{Name: "Cluster", Type: "string", Priority: 1, Description: "The cluster the Event happened in."},
 	{Name: "Name", Type: "string", Priority: 1, Format: "name", Description: "<event name>.<event resourceVersion>."},
 }
 
@@ -77,6 +78,7 @@ func recordRow(r *historyapi.EventRecord, now time.Time) metav1.TableRow {
 			e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
 			strings.TrimSpace(e.Message),
 			r.Live,
+			r.Cluster,
 			r.Name,
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
@@ -34,6 +35,13 @@ type FeedConfig struct {
 	// PageSize bounds the records a watch reads from the store at once,
 	// and so its memory.
 	PageSize int
+	// Cluster names the server's own cluster, whose versions the store
+	// keeps without a cluster (history.ColumnCluster): records show it,
+	// and the cluster field label selects them by it.
+	Cluster string // Clusters, when set (a fleet's hub), decides which clusters' records
+	// each requester reads (ClustersResource); nil: every reader of
+	// eventrecords reads every cluster's.
+	Clusters authorizer.Authorizer
 }
 
 const (
@@ -173,8 +181,11 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 	if options == nil {
 		options = &metainternalversion.ListOptions{}
 	}
-	p, err := parseFieldSelector(options.FieldSelector, time.Now())
+	p, err := r.parse(options.FieldSelector, time.Now())
 	if err != nil {
+		return nil, err
+	}
+	if err := r.authorizeClusters(ctx, p.query); err != nil {
 		return nil, err
 	}
 	if namespace := genericapirequest.NamespaceValue(ctx); namespace != "" {

@@ -272,3 +272,21 @@ func EtcdBinary(t testing.TB) string {
 	}
 	return path
 }
+
+// EtcdClient is a client of the etcd at url (a Server's EtcdURL: the
+// embedded etcd), closed when the test ends.
+func EtcdClient(t *testing.T, url string) *clientv3.Client {
+	t.Helper()
+	if url == "" {
+		t.Fatal("server has no etcd URL: start it with EmbeddedEtcdPort")
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// EtcdEventKey is the key of an Event in etcd, kube-apiserver's layout.
+func EtcdEventKey(ns, name string) string { return EventsPrefix + ns + "/" + name }

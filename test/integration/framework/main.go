@@ -39,7 +39,9 @@ func MissingBinaries() ([]string, error) {
 
 // Main is an integration test package's TestMain: it runs the tests when
 // _output/bin holds the IntegrationBinaries, and otherwise runs none (go test
-// reports "[no tests to run]") after saying on stderr what to build.
+// reports "[no tests to run]") after saying on stderr what to build. While
+// the tests run it holds the checkout's integration lock shared, so that a
+// test of another package that calls Exclusive runs alone.
 func Main(m *testing.M) {
 	flag.Parse()
 	missing, err := MissingBinaries()
@@ -55,6 +57,11 @@ func Main(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "integration tests: %v\n", err)
 			os.Exit(1)
 		}
+		os.Exit(m.Run())
+	}
+	if err := holdShared(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration tests: taking the integration tests' lock: %v\n", err)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -134,4 +136,33 @@ func (s *Server) Client(t testing.TB) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// FindServerPID finds the event-apiserver process started with dataDir.
+func FindServerPID(dataDir string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	want := "--data-dir=" + dataDir
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) == 0 || filepath.Base(args[0]) != "event-apiserver" {
+			continue
+		}
+		for _, a := range args[1:] {
+			if a == want {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no event-apiserver process with %s", want)
 }

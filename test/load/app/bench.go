@@ -26,6 +26,9 @@ type benchOptions struct {
 	chartPath string
 	keepWork  bool
 	workloads []string
+
+	etcdLeaseCheckpoints bool
+	extraEventArgs       []string
 }
 
 // defaultEventAPIServerArgs switch off all of event-apiserver's write
@@ -104,6 +107,9 @@ func newBenchCommand() *cobra.Command {
 	fs.IntVar(&o.StormRate, "storm-rate", o.StormRate, "storm: offered creates a second, all reporters together, well above event-apiserver's default budgets")
 	fs.StringSliceVar(&o.StormEventAPIServerArgs, "storm-event-apiserver-args", nil, "extra event-apiserver flags for the storm (default none: its default write limits)")
 	fs.BoolVar(&o.EtcdUnsafeNoFsync, "etcd-unsafe-no-fsync", false, "run etcd with --unsafe-no-fsync")
+	fs.BoolVar(&o.etcdLeaseCheckpoints, "etcd-lease-checkpoints", true, "run etcd with lease checkpoints (--feature-gates=LeaseCheckpoint=true,LeaseCheckpointPersist=true), as every etcd of this project runs; false prices them")
+	fs.DurationVar(&o.RestCPU, "rest-cpu", 0, "once the memory is sampled after the preload, watch the store's server and etcd at rest this long: CPU a second, etcd's revisions and raft proposals a second (0: skip)")
+	fs.StringSliceVar(&o.extraEventArgs, "event-apiserver-extra-args", nil, "event-apiserver flags added after --event-apiserver-args (e.g. --event-ttl-backstop-interval=0)")
 	return cmd
 }
 
@@ -131,6 +137,8 @@ func (o *benchOptions) run() error {
 		}
 	}
 	o.Workloads = o.workloads
+	o.EtcdNoLeaseCheckpoints = !o.etcdLeaseCheckpoints
+	o.EventAPIServerArgs = append(slices.Clone(o.EventAPIServerArgs), o.extraEventArgs...)
 	o.Sizes = o.sizes
 	if len(o.Sizes) == 0 {
 		o.Sizes = decades(o.events)

@@ -90,6 +90,13 @@ type Options struct {
 	ProfileDir string
 	// EtcdUnsafeNoFsync runs etcd with --unsafe-no-fsync.
 	EtcdUnsafeNoFsync bool
+	// EtcdNoLeaseCheckpoints runs etcd without lease checkpoints, which
+	// every etcd of the test bed has otherwise, to price them.
+	EtcdNoLeaseCheckpoints bool
+	// RestCPU, when set, is how long the store's server and etcd are
+	// watched at rest once the memory is sampled after the preload
+	// (workload.RestCPU): the CPU each uses a second, etcd's writes.
+	RestCPU time.Duration
 
 	// Workloads are the workloads to run (see AllWorkloads); empty: all.
 	Workloads []string
@@ -244,6 +251,7 @@ func (o Options) startEtcd(ctx context.Context, dir string) (*testbed.Etcd, erro
 		Dir:                    dir,
 		ProgressNotifyInterval: etcdProgressNotifyInterval,
 		UnsafeNoFsync:          o.EtcdUnsafeNoFsync,
+		NoLeaseCheckpoints:     o.EtcdNoLeaseCheckpoints,
 		StartTimeout:           time.Minute,
 		ExtraFlags:             []string{"--quota-backend-bytes=" + strconv.Itoa(8<<30), "--log-level=warn"},
 	})
@@ -450,6 +458,11 @@ func runServer(ctx context.Context, o Options, s string, round int, profileDir s
 		return r, err
 	}
 	_ = add(workload.MemoryMeasurements(loaded, valueBytes, empty, full, ""), nil)
+	if o.RestCPU > 0 {
+		if err := add(workload.RestCPU(ctx, t, d.etcd.ClientURL(), loaded, o.RestCPU, "")); err != nil {
+			return r, err
+		}
+	}
 
 	// Ready is not always serving (a watch cache still filling answers
 	// 429), nor is serving always ready (a server may answer LISTs from

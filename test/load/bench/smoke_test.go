@@ -56,6 +56,7 @@ func TestSmoke(t *testing.T) {
 		DescribeRequests:     3,
 		DescribeTime:         time.Second,
 		WorkDir:              t.TempDir(),
+		RestCPU:              time.Second,
 		// Unlike the benchmark, the test does not care about durability,
 		// nor about the servers' memory at rest (MemoryRest 0: sampled at
 		// once).
@@ -68,7 +69,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("bench: %v", err)
 	}
 
-	wantWorkloads := []string{"create", "recorder", "watch", "storm", "describe", "memory", "startup"}
+	wantWorkloads := []string{"create", "recorder", "watch", "storm", "describe", "memory", "startup", "rest"}
 	for _, s := range append([]string{Ceiling}, servers...) {
 		t.Run(s, func(t *testing.T) {
 			var runs []RunResult

@@ -12,7 +12,7 @@ import (
 // EventRecord is one version of an Event kept in history beyond the Events'
 // TTL. Records are read-only; list them with the events.k8s.io/v1 field
 // selectors plus `since` and `until` (RFC 3339 times or durations before
-// now, e.g. since=168h), newest first.
+// now, e.g. since=168h), `note` and `cluster`, newest first.
 type EventRecord struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata. The name is <event name>.<event resourceVersion>.
@@ -31,6 +31,10 @@ type EventRecord struct {
 	// expired with its lease.
 	// +optional
 	DeletedAt *metav1.Time `json:"deletedAt,omitempty" protobuf:"bytes,5,opt,name=deletedAt"`
+	// Cluster is the cluster the Event happened in: a member cluster of a
+	// fleet, or the server's own cluster (--history-cluster-name). Select
+	// on it with the field label cluster (=, !=, in, notin).
+	Cluster string `json:"cluster" protobuf:"bytes,6,opt,name=cluster"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

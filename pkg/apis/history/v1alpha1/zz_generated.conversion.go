@@ -69,6 +69,7 @@ func autoConvert_v1alpha1_EventRecord_To_history_EventRecord(in *EventRecord, ou
 	out.LastSeen = in.LastSeen
 	out.Live = in.Live
 	out.DeletedAt = (*metav1.Time)(unsafe.Pointer(in.DeletedAt))
+	out.Cluster = in.Cluster
 	return nil
 }
 
@@ -85,6 +86,7 @@ func autoConvert_history_EventRecord_To_v1alpha1_EventRecord(in *history.EventRe
 	out.LastSeen = in.LastSeen
 	out.Live = in.Live
 	out.DeletedAt = (*metav1.Time)(unsafe.Pointer(in.DeletedAt))
+	out.Cluster = in.Cluster
 	return nil
 }
 

@@ -19,8 +19,10 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/util/dryrun"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+	"github.com/eventapiserver/event-apiserver/pkg/eventmetrics"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	"github.com/eventapiserver/event-apiserver/pkg/registry/event"
 	"github.com/eventapiserver/event-apiserver/pkg/ttl"
@@ -30,6 +32,8 @@ import (
 // events.k8s.io/v1, so both groups share one watch cache and its indexes.
 type REST struct {
 	*genericregistry.Store
+	// events counts what the store writes; nil counts nothing.
+	events *eventmetrics.Counter
 }
 
 var (
@@ -39,8 +43,8 @@ var (
 
 // NewREST builds the store. Every write is attached to an etcd lease of the
 // Event's TTL (--event-ttl, or its --event-ttl-rule); zero means never
-// expire.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRules *ttl.Rules) (*REST, error) {
+// expire. Every write stored is counted in events (Create, Update).
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRules *ttl.Rules, events *eventmetrics.Counter) (*REST, error) {
 	strategy := event.NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &core.Event{} },
@@ -65,7 +69,55 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ttlRu
 	if err := store.CompleteWithOptions(options); err != nil {
 		return nil, err
 	}
-	return &REST{store}, nil
+	return &REST{Store: store, events: events}, nil
+}
+
+// Create is the Store's Create, counted once stored.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	out, err := r.Store.Create(ctx, obj, createValidation, options)
+	if err == nil && !dryrun.IsDryRun(options.DryRun) {
+		r.events.Written(nil, out.(*core.Event))
+	}
+	return out, err
+}
+
+// Update is the Store's Update (PUT, and every PATCH, server-side apply
+// included), counted once stored against the Event it replaced: the
+// occurrences an update adds are the rise of its count. The Store's
+// AfterUpdate hook has no old object, and its BeginUpdate finishes before
+// the write is tried, so the Event replaced is taken where the Store hands
+// it to the request's update: the last call is the attempt that was
+// stored, as GuaranteedUpdate calls again after a conflict.
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	info := &replacing{UpdatedObjectInfo: objInfo}
+	out, created, err := r.Store.Update(ctx, name, info, createValidation, updateValidation, forceAllowCreate, options)
+	if err == nil && !dryrun.IsDryRun(options.DryRun) {
+		var old *core.Event
+		if !created {
+			old = info.old
+		}
+		r.events.Written(old, out.(*core.Event))
+	}
+	return out, created, err
+}
+
+// replacing remembers the stored Event an update was computed from.
+type replacing struct {
+	rest.UpdatedObjectInfo
+	old *core.Event
+}
+
+func (r *replacing) UpdatedObject(ctx context.Context, existing runtime.Object) (runtime.Object, error) {
+	// The fields counted, not the object: the update may change it.
+	r.old = nil
+	if e, ok := existing.(*core.Event); ok {
+		r.old = &core.Event{Count: e.Count}
+		if e.Series != nil {
+			r.old.Series = &core.EventSeries{Count: e.Series.Count}
+		}
+	}
+	return r.UpdatedObjectInfo.UpdatedObject(ctx, existing)
 }
 
 // ShortNames makes "kubectl get ev" work in both groups.

@@ -88,7 +88,7 @@ func newTestREST(t *testing.T, rules *ttl.Rules, cached bool) (*REST, *etcd3test
 		options.Decorator = genericregistry.StorageWithCacher()
 	}
 	getter := watchresume.NewRESTOptionsGetter(options, rules.NewRawStorage, func(s storage.Interface) storage.Interface { return s })
-	r, err := NewREST(scheme, getter, rules)
+	r, err := NewREST(scheme, getter, rules, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

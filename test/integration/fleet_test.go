@@ -1,0 +1,350 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/eventapiserver/event-apiserver/internal/pgtest"
+	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
+	"github.com/eventapiserver/event-apiserver/pkg/standalone"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// TestFleet: three real kube-apiservers v1.36.3, a, b and c, each with its
+// own etcd, and one history-only hub on PostgreSQL running in cluster a
+// (--history-cluster-name=a), whose fleet namespace holds kubeconfig Secrets
+// for its members; the Events of a and b are written once the hub captures
+// them, so every version is in history. Each member's credentials are a ServiceAccount token
+// allowed to list and watch Events, nothing else. client-go's tools/record
+// writes a BackOff twice and a Pulled once in every cluster, and
+// `kubectl get eventrecords -A --field-selector cluster=b,reason=BackOff`
+// on the hub finds exactly b's two versions. A person of cluster a bound
+// (RBAC resourceNames on history.eventapiserver.io's clusters) to b's
+// records lists and watches b's and gets 403 for a's, for a list or watch
+// naming no cluster, and 404 for a record of a by name. Then, without restarting the
+// hub, member c is added (its Events, written before, come with its first
+// relist, as each is then) and member b removed (its capture and metrics stop: an Event
+// written in b afterwards is not captured, one in c is). Last, c's
+// kube-apiserver is stopped for two minutes: the hub stays ready and still
+// captures a; once c is back, every version c served before and after is in
+// history exactly once.
+func TestFleet(t *testing.T) {
+	t.Parallel()
+	// Each wait bounds itself; the test as a whole takes minutes.
+	ctx := testCtx(t)
+	dsn := pgtest.Start(t)
+	clusters := map[string]*framework.KubeAPIServer{}
+	for _, name := range []string{"a", "b", "c"} {
+		clusters[name] = framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	}
+	hubCluster := clusters["a"].Client(t)
+	const fleetNamespace, appNamespace = "event-history-fleet", "apps"
+	for name, kube := range clusters {
+		if _, err := kube.Client(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNamespace}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// c's, before it joins the fleet: its first relist finds each Event as
+	// it is then, the versions before are not in history (as for any
+	// history-only server started on a cluster with Events).
+	recordFleetEvents(ctx, t, clusters["c"].Client(t), appNamespace, "web-c", "BackOff", 2)
+	recordFleetEvents(ctx, t, clusters["c"].Client(t), appNamespace, "web-c", "Pulled", 1)
+	if _, err := hubCluster.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addMember := func(name string) {
+		t.Helper()
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "member-" + name, Namespace: fleetNamespace, Labels: map[string]string{fleet.MemberLabel: name}},
+			Data:       map[string][]byte{fleet.KubeconfigKey: eventReaderKubeconfig(ctx, t, clusters[name])},
+		}
+		if _, err := hubCluster.CoreV1().Secrets(fleetNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addMember("b")
+
+	hub := startHistoryOnlyReplica(t, clusters["a"], []string{"--history-store=postgres", "--history-dsn=" + dsn,
+		"--history-cluster-name=a", "--history-fleet-namespace=" + fleetNamespace})
+	// The hub is ready once its own cluster's starting point is stored; a
+	// member's capture has stored its own once its captured revision shows.
+	capturing := func(member string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+			return hub.metric(t, `event_apiserver_history_capture_revision{source="`+fleet.SourcePrefix+member+`"}`) > 0, nil
+		})
+		if err != nil {
+			t.Fatalf("member %s's capture has not stored its starting point: %v", member, err)
+		}
+	}
+	capturing("b")
+	for _, name := range []string{"a", "b"} {
+		client := clusters[name].Client(t)
+		recordFleetEvents(ctx, t, client, appNamespace, "web-"+name, "BackOff", 2)
+		recordFleetEvents(ctx, t, client, appNamespace, "web-"+name, "Pulled", 1)
+	}
+	kubeconfig := hubKubeconfig(t, hub, clusters["a"].AdminToken)
+	records := func(selector string) []string {
+		t.Helper()
+		out, stderr, err := kubectl(t, kubeconfig, "get", "eventrecords", "-A", "--field-selector", selector,
+			"-o", `jsonpath={range .items[*]}{.cluster}/{.event.regarding.name}/{.event.reason}/{.event.deprecatedCount}{"\n"}{end}`)
+		if err != nil {
+			t.Fatalf("kubectl get eventrecords --field-selector %s: %v\n%s", selector, err, stderr)
+		}
+		lines := strings.Fields(out)
+		slices.Sort(lines)
+		return lines
+	}
+	waitRecords := func(what, selector string, want ...string) {
+		t.Helper()
+		var got []string
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+			got = records(selector)
+			return slices.Equal(got, want), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: --field-selector %s found %v, want %v", what, selector, got, want)
+		}
+	}
+
+	t.Run("the cluster on every record", func(t *testing.T) {
+		waitRecords("b's BackOffs", "cluster=b,reason=BackOff", "b/web-b/BackOff/1", "b/web-b/BackOff/2")
+		waitRecords("the hub's own cluster", "cluster=a", "a/web-a/BackOff/1", "a/web-a/BackOff/2", "a/web-a/Pulled/1")
+		waitRecords("every BackOff", "reason=BackOff,cluster in (a,b,c)",
+			"a/web-a/BackOff/1", "a/web-a/BackOff/2", "b/web-b/BackOff/1", "b/web-b/BackOff/2")
+		waitRecords("not b", "cluster!=b,reason=Pulled", "a/web-a/Pulled/1")
+	})
+
+	t.Run("who sees what", func(t *testing.T) {
+		// A person of the hub's cluster bound to member b's records alone:
+		// RBAC resourceNames on the virtual resource clusters.
+		token := clusterReaderToken(ctx, t, hubCluster, "reader-b", "b")
+		reader := &rawClient{baseURL: hub.client.baseURL, token: token, client: hub.client.client}
+		const records = "/apis/history.eventapiserver.io/v1alpha1/eventrecords"
+		get := func(path string, query url.Values) response {
+			t.Helper()
+			if query != nil {
+				path += "?" + query.Encode()
+			}
+			return reader.do(t, http.MethodGet, path, nil, map[string]string{"Accept": "application/json"})
+		}
+		inApps := records[:len(records)-len("/eventrecords")] + "/namespaces/" + appNamespace + "/eventrecords"
+		if resp := get(inApps, url.Values{"fieldSelector": {"cluster=b"}}); resp.code != http.StatusOK ||
+			strings.Count(string(resp.body), `"cluster":"b"`) != 3 || strings.Contains(string(resp.body), `"cluster":"a"`) {
+			t.Errorf("b's reader lists b's records: %d %s", resp.code, resp.body)
+		}
+		for _, query := range []url.Values{
+			{"fieldSelector": {"cluster=a"}},
+			{"fieldSelector": {"cluster in (a,b)"}},
+			{"fieldSelector": {"cluster!=a"}},
+			nil,
+			{"fieldSelector": {"cluster=a"}, "watch": {"1"}},
+			{"watch": {"1"}},
+		} {
+			if resp := get(records, query); resp.code != http.StatusForbidden {
+				t.Errorf("b's reader, %v: %d %s, want 403", query, resp.code, resp.body)
+			}
+		}
+		if resp := get(records, url.Values{"fieldSelector": {"cluster=b"}, "watch": {"1"}, "timeoutSeconds": {"1"}}); resp.code != http.StatusOK ||
+			!strings.Contains(string(resp.body), `"cluster":"b"`) || strings.Contains(string(resp.body), `"cluster":"a"`) {
+			t.Errorf("b's reader watches b's records: %d %s", resp.code, resp.body)
+		}
+		// A record of a by name: not found, not forbidden, which would
+		// tell that it exists.
+		name := strings.TrimSpace(mustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace, "--field-selector", "cluster=a",
+			"-o", "jsonpath={.items[0].metadata.name}"))
+		if resp := get(inApps+"/"+name, nil); resp.code != http.StatusNotFound {
+			t.Errorf("b's reader gets a's record %s: %d %s, want 404", name, resp.code, resp.body)
+		}
+	})
+
+	t.Run("a member added and another removed without a restart", func(t *testing.T) {
+		addMember("c")
+		waitRecords("c's Events, written before it joined", "cluster=c", "c/web-c/BackOff/2", "c/web-c/Pulled/1")
+		capturing("c")
+		if err := hubCluster.CoreV1().Secrets(fleetNamespace).Delete(ctx, "member-b", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// b's capture has stopped once its series are gone from /metrics.
+		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+			resp := hub.client.do(t, http.MethodGet, "/metrics", nil, nil)
+			return resp.code == http.StatusOK && !strings.Contains(string(resp.body), `source="`+fleet.SourcePrefix+`b"`) &&
+				strings.Contains(string(resp.body), `source="`+fleet.SourcePrefix+`c"`), nil
+		})
+		if err != nil {
+			t.Fatalf("b's capture still runs, or c's does not: %v", err)
+		}
+		recordFleetEvents(ctx, t, clusters["b"].Client(t), appNamespace, "after-b", "Killing", 1)
+		recordFleetEvents(ctx, t, clusters["c"].Client(t), appNamespace, "after-c", "Killing", 1)
+		waitRecords("c's Event after b left", "reason=Killing", "c/after-c/Killing/1")
+	})
+
+	t.Run("a member stopped two minutes and restarted", func(t *testing.T) {
+		c := clusters["c"].Client(t)
+		served := recordFleetEvents(ctx, t, c, appNamespace, "before-stop", "BackOff", 2)
+		stopped := time.Now()
+		if err := clusters["c"].Stop(); err != nil {
+			t.Fatal(err)
+		}
+		recordFleetEvents(ctx, t, hubCluster, appNamespace, "while-c-down", "Started", 1)
+		waitRecords("a's Event while c is down", "reason=Started", "a/while-c-down/Started/1")
+		// Down for two minutes, the hub ready throughout.
+		err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+			if resp := hub.client.do(t, http.MethodGet, "/readyz", nil, nil); resp.code != http.StatusOK {
+				return false, fmt.Errorf("hub /readyz with a member down: %d %s", resp.code, resp.body)
+			}
+			return time.Since(stopped) >= 2*time.Minute, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := clusters["c"].Restart(); err != nil {
+			t.Fatal(err)
+		}
+		served = append(served, recordFleetEvents(ctx, t, c, appNamespace, "after-restart", "BackOff", 2)...)
+		slices.Sort(served)
+		// Every version c served, each exactly once (record names are
+		// <event name>.<resourceVersion>, one per version).
+		var got []string
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+			out := mustKubectl(t, kubeconfig, "get", "eventrecords", "-n", appNamespace,
+				"--field-selector", "cluster=c,regarding.name in (before-stop,after-restart)", "-o", "jsonpath={.items[*].metadata.name}")
+			got = strings.Fields(out)
+			slices.Sort(got)
+			return slices.Equal(got, served), nil
+		})
+		if err != nil {
+			t.Fatalf("c's versions in history %v, want each of %v once", got, served)
+		}
+	})
+}
+
+// recordFleetEvents writes n occurrences of reason about pod in ns through
+// client-go's tools/record, as a kubelet does, waiting after each until the
+// cluster holds it, and returns the versions the cluster served, named as
+// their records are (<event name>.<resourceVersion>): one per occurrence,
+// nothing else writing the Event.
+func recordFleetEvents(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, pod, reason string, n int32) []string {
+	t.Helper()
+	uid := types.UID(fmt.Sprintf("uid-%s-%s", pod, reason))
+	object := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, UID: uid}}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: "node-1"})
+	eventType := corev1.EventTypeNormal
+	if reason == "BackOff" {
+		eventType = corev1.EventTypeWarning
+	}
+	var versions []string
+	for i := int32(1); i <= n; i++ {
+		recorder.Event(object, eventType, reason, "occurrence of "+reason)
+		err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
+			list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid)})
+			if err != nil {
+				return false, err
+			}
+			if len(list.Items) != 1 || list.Items[0].Count != i {
+				return false, nil
+			}
+			versions = append(versions, list.Items[0].Name+"."+list.Items[0].ResourceVersion)
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for %s of %s, count %d: %v", reason, pod, i, err)
+		}
+	}
+	return versions
+}
+
+// eventReaderKubeconfig is a kubeconfig for kube whose credentials may list
+// and watch Events in all namespaces and nothing else.
+func eventReaderKubeconfig(ctx context.Context, t *testing.T, kube *framework.KubeAPIServer) []byte {
+	t.Helper()
+	token := serviceAccountToken(ctx, t, kube.Client(t), "event-history-hub",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch"}})
+	path := filepath.Join(t.TempDir(), "member.kubeconfig")
+	if err := standalone.WriteKubeconfig(path, kube.URL, kube.CAData, token); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// clusterReaderToken is a token of the hub's cluster allowed to read
+// eventrecords, and of the clusters only those named (resourceNames on
+// history.eventapiserver.io's clusters).
+func clusterReaderToken(ctx context.Context, t *testing.T, client kubernetes.Interface, name string, clusters ...string) string {
+	t.Helper()
+	return serviceAccountToken(ctx, t, client, name,
+		rbacv1.PolicyRule{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecords"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"clusters"}, ResourceNames: clusters, Verbs: []string{"get"}})
+}
+
+// serviceAccountToken is an hour's token of a new ServiceAccount name of
+// kube-system, bound to a ClusterRole of the same name with rules alone.
+func serviceAccountToken(ctx context.Context, t *testing.T, client kubernetes.Interface, name string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
+	const ns = "kube-system"
+	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	token, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token.Status.Token
+}
+
+// hubKubeconfig is a kubeconfig for kubectl against the history-only hub
+// directly, with token (which it authenticates through its cluster's
+// TokenReview); its serving certificate is self-signed, and TLS is not
+// what this test is about.
+func hubKubeconfig(t *testing.T, hub *historyOnlyReplica, token string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["hub"] = &clientcmdapi.Cluster{Server: hub.client.baseURL, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "admin"}
+	cfg.CurrentContext = "hub"
+	path := filepath.Join(t.TempDir(), "hub.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

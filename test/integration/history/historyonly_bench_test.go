@@ -1,0 +1,177 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// TestHistoryOnlyCaptureCost measures what capture from the Kubernetes API
+// costs kube-apiserver and how far it lags: EVENT_APISERVER_HISTORY_BENCH=1
+// to run it. kube-apiserver v1.36.3 runs with its defaults (Events not in
+// its watch cache, so the one watch is served from etcd's), a history-only
+// replica on SQLite beside it, and 4 clients create core/v1 Events back to
+// back in rounds of EVENT_APISERVER_HISTORY_BENCH_CREATES (default 2000),
+// EVENT_APISERVER_HISTORY_BENCH_ROUNDS rounds (default 10), the replica
+// stopped in every other round. Once it restarts it catches up on what the
+// round before it missed, so the on rounds serve the watch every version
+// once: kube-apiserver's CPU over the on rounds less the off rounds, per
+// create, is the watch's cost per Event version. Then, the replica running
+// and caught up, one more round samples capture_lag_seconds every 100 ms,
+// and the time from the last create until history holds it all.
+func TestHistoryOnlyCaptureCost(t *testing.T) {
+	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
+		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
+	}
+	framework.Exclusive(t)
+	creates, rounds := framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
+	ctx := context.Background()
+	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	kubePID := kube.Process().PID()
+	// The defaults: the last of a repeated flag wins.
+	replica := framework.StartHistoryOnlyReplica(t, kube, []string{"--history-batch-interval=1s", "--history-batch-size=500"})
+	clients := make([]kubernetes.Interface, 4)
+	for i := range clients {
+		clients[i] = kube.Client(t)
+	}
+	ns := framework.UniqueName("capture-cost")
+	if _, err := clients[0].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seq := 0
+	var lastRV int64
+	round := func() time.Time {
+		t.Helper()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		per := creates / len(clients)
+		for w, client := range clients {
+			wg.Add(1)
+			go func(w, from int) {
+				defer wg.Done()
+				for i := from; i < from+per; i++ {
+					now := metav1.Now()
+					created, err := client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+						ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("e-%d", i)},
+						InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("pod-%d", i%500),
+							UID: types.UID(fmt.Sprintf("uid-%d", i%500)), APIVersion: "v1"},
+						Reason: "Pulled", Message: "Container image \"registry.k8s.io/pause:3.10\" already present on machine",
+						Type: corev1.EventTypeNormal, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+						Source: corev1.EventSource{Component: "kubelet", Host: fmt.Sprintf("node-%d", w)},
+					}, metav1.CreateOptions{})
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, err)
+						mu.Unlock()
+						return
+					}
+					rv, _ := strconv.ParseInt(created.ResourceVersion, 10, 64)
+					lastRV = max(lastRV, rv)
+					mu.Unlock()
+				}
+			}(w, seq)
+			seq += per
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return time.Now()
+	}
+	// stored waits until history holds every Event created so far: its
+	// progress reached the newest one's resourceVersion.
+	stored := func() {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+			return replica.Metric(t, `event_apiserver_history_capture_revision{source="kubernetes"}`) >= float64(lastRV), nil
+		})
+		if err != nil {
+			t.Fatalf("history never reached resourceVersion %d: %v", lastRV, err)
+		}
+	}
+	cpu := func() time.Duration {
+		d, err := testbed.CPUTime(kubePID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	var on, off time.Duration
+	var onCreates, offCreates int
+	for r := 0; r < rounds; r++ {
+		capturing := r%2 == 0
+		if capturing && !replica.Proc.Running() {
+			replica.Start(t)
+		}
+		if !capturing {
+			if err := replica.Proc.Stop(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := cpu()
+		round()
+		if capturing {
+			stored()
+			on += cpu() - before
+			onCreates += creates
+		} else {
+			off += cpu() - before
+			offCreates += creates
+		}
+	}
+	if !replica.Proc.Running() {
+		replica.Start(t)
+	}
+	stored()
+	records := len(framework.ListAllEventRecords(t, replica.Client, ns, "", 1000))
+
+	// Lag, capture running and caught up.
+	samples := []float64{}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		_ = wait.PollUntilContextCancel(sampleCtx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+			samples = append(samples, replica.Metric(t, `event_apiserver_history_capture_lag_seconds{source="kubernetes"}`))
+			return false, nil
+		})
+	}()
+	start := time.Now()
+	last := round()
+	rate := float64(creates) / last.Sub(start).Seconds()
+	stored()
+	drain := time.Since(last)
+	stopSampling()
+	<-sampled
+	sort.Float64s(samples)
+	pct := func(p float64) float64 { return samples[min(len(samples)-1, int(p*float64(len(samples))))] }
+
+	onPer := on / time.Duration(onCreates)
+	offPer := off / time.Duration(offCreates)
+	t.Logf("kube-apiserver CPU per create: %v with capture's watch (catch-up included), %v without, %d rounds of %d creates",
+		onPer, offPer, rounds, creates)
+	t.Logf("capture's watch: %v of kube-apiserver CPU per Event version (the difference over all %d versions created in the rounds: %v)",
+		(on-off)/time.Duration(onCreates+offCreates), onCreates+offCreates, on-off)
+	t.Logf("lag round: %d creates at %.0f/s; capture_lag_seconds sampled every 100 ms (%d samples): p50 %.2f s, p99 %.2f s, max %.2f s; "+
+		"history held every version %v after the last create (default batches: 500 or 1 s)",
+		creates, rate, len(samples), pct(0.5), pct(0.99), samples[len(samples)-1], drain.Round(time.Millisecond))
+	if records != onCreates+offCreates {
+		t.Errorf("history holds %d records of the %d Events created in the rounds", records, onCreates+offCreates)
+	}
+}
