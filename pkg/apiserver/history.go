@@ -40,6 +40,8 @@ type HistoryConfig struct {
 	Retention history.Retention
 	// Feed tunes the eventrecords watch; zero values take its defaults.
 	Feed historyregistry.FeedConfig
+	// Limits bound each eventrecords query; zero values take the defaults.
+	Limits historyregistry.Limits
 	// Cluster names the server's own cluster: the cluster of the versions
 	// its Sources capture (stored as "", history.ColumnCluster).
 	Cluster string
@@ -96,7 +98,7 @@ func installHistory(server *genericapiserver.GenericAPIServer, c *HistoryConfig,
 	group := genericapiserver.NewDefaultAPIGroupInfo(historyapi.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	records := historyregistry.NewREST(c.Store, decoder, feed)
 	group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"eventrecords": records,
+		"eventrecords": records.WithLimits(c.Limits),
 	}
 	if counter, ok := c.Store.(history.Counter); ok {
 		countResources(group.VersionedResourcesStorageMap[historyv1alpha1.SchemeGroupVersion.Version], counter, records, authz, c.Count)

@@ -203,7 +203,8 @@ type table struct {
 	// field label has a set form: `label in (...)`, `label notin (...)`.
 	fields map[string]string
 	// window lists the labels the resource reads itself (history's time
-	// window): `=` only, passed through conversion unchanged, no set form.
+	// window and text search): `=` only, passed through conversion
+	// unchanged, no set form.
 	window []string
 	// own lists labels that no Event field here means, which the resource
 	// answers itself (history's own columns): `=`, `!=` and the set form,

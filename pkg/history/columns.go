@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // Version is one Event version as etcd held it at Revision.
@@ -100,6 +101,9 @@ type ColumnDef struct {
 	// rewriting when a column comes. A column without Event takes a
 	// default instead, which the store matches itself.
 	Added bool
+	// Searchable columns answer Condition.Contains from a trigram index
+	// in every store (search.go).
+	Searchable bool
 }
 
 // Field numbers of k8s.io/api/core/v1's Event, ObjectMeta and
@@ -169,7 +173,7 @@ var Columns = []ColumnDef{
 		Event: func(e *core.Event) string { return e.ReportingController }, Proto: proto(protoEventReporting)},
 	// events.k8s.io/v1's note, core/v1's message: no Events API selects
 	// on it (kube-apiserver answers 400), eventrecords do.
-	{Name: ColumnNote, Field: "note", Own: true, Added: true,
+	{Name: ColumnNote, Field: "note", Own: true, Added: true, Searchable: true,
 		Value: func(v *Version) *string { return &v.Note },
 		Event: func(e *core.Event) string { return e.Message }, Proto: proto(protoEventMessage)},
 	// The member cluster of a fleet the version came from; "" is the
@@ -213,6 +217,14 @@ func ColumnFor(field string) (*ColumnDef, bool) {
 // filter reads it (Query.Where): one of the columns holds the value (or one
 // of Values), or with Not, none does.
 func (c Condition) Match(e *core.Event) bool {
+	if c.Contains {
+		for _, name := range c.Columns {
+			if col, ok := columnsByName[name]; ok && col.Event != nil && search.ContainsFold(col.Event(e), c.Value) {
+				return !c.Not
+			}
+		}
+		return c.Not
+	}
 	values := c.Values
 	if len(values) == 0 {
 		values = []string{c.Value}

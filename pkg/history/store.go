@@ -47,11 +47,14 @@ type Gone struct {
 // Condition holds when any of Columns equals Value, or with Not, when none
 // does. Several columns express the ...OrRelated selectors. With Values
 // (a set-based selector's in or notin), any of Values stands for Value.
+// With Contains, it holds when the one column (a Searchable one) holds
+// Value as a substring, ignoring case (search.go).
 type Condition struct {
-	Columns []Column
-	Value   string
-	Values  []string
-	Not     bool
+	Columns  []Column
+	Value    string
+	Values   []string
+	Not      bool
+	Contains bool
 }
 
 // Cursor is the position after the last row of a page, in the read order
@@ -72,6 +75,10 @@ type Query struct {
 	// stored after it are left out. Zero reads all that is committed.
 	Through int64
 	Limit   int
+	// MaxRows, when set, bounds the versions the query may select: List
+	// first counts them, reading at most MaxRows+1, and returns
+	// ErrTooManyRows beyond.
+	MaxRows int
 }
 
 // Record is a stored version with what is known of its Event's end.
@@ -124,6 +131,10 @@ type Stats struct {
 	Rows  int64
 	Bytes int64
 }
+
+// ErrTooManyRows is returned by List for a query that selects more than its
+// MaxRows versions.
+var ErrTooManyRows = errors.New("the query selects more versions than it may read")
 
 // ErrNotFound is returned by Get for a version the store does not hold.
 var ErrNotFound = errors.New("event version not in history")

@@ -22,6 +22,7 @@ import (
 	eventsinstall "github.com/eventapiserver/event-apiserver/pkg/apis/events/install"
 	historyinstall "github.com/eventapiserver/event-apiserver/pkg/apis/history/install"
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // Scheme holds the server's own Event types and conversions (core/v1,
@@ -117,11 +118,17 @@ func Reporter(e *eventsv1.Event) string {
 type Filter struct {
 	Since time.Time
 	Types []string
+	// Search keeps the Events whose note holds it, ignoring case, as
+	// history's note.contains selector does.
+	Search string
 }
 
 // Match says whether the record is on the timeline the user asked for.
 func (f Filter) Match(r *historyv1alpha1.EventRecord) bool {
 	if !f.Since.IsZero() && r.LastSeen.Time.Before(f.Since) {
+		return false
+	}
+	if f.Search != "" && !search.ContainsFold(r.Event.Note, f.Search) {
 		return false
 	}
 	if len(f.Types) == 0 {

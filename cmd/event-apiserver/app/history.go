@@ -23,6 +23,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
 	"github.com/eventapiserver/event-apiserver/pkg/history/postgres"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlite"
+	historyregistry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 )
 
 const (
@@ -54,6 +55,11 @@ type HistoryOptions struct {
 	BatchInterval     time.Duration
 	MaxQueueBytes     int64
 	BehindTimeout     time.Duration
+	// MaxQueryWindow, MaxQueryRows and QueryTimeout bound each
+	// eventrecords query (historyregistry.Limits).
+	MaxQueryWindow time.Duration
+	MaxQueryRows   int
+	QueryTimeout   time.Duration
 	// ClusterName is the server's own cluster, as eventrecords show it.
 	ClusterName string
 	// FleetNamespace turns on capture from a fleet's member clusters, whose
@@ -73,6 +79,9 @@ func NewHistoryOptions() *HistoryOptions {
 		BatchInterval:     time.Second,
 		MaxQueueBytes:     64 << 20,
 		BehindTimeout:     90 * time.Second,
+		MaxQueryWindow:    historyregistry.DefaultMaxQueryWindow,
+		MaxQueryRows:      historyregistry.DefaultMaxQueryRows,
+		QueryTimeout:      historyregistry.DefaultQueryTimeout,
 		// kube-controller-manager's --cluster-name default.
 		ClusterName:           "kubernetes",
 		FleetMaxMembers:       100,
@@ -117,6 +126,15 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 		"With --history-only: how long kube-apiserver's resourceVersion may stay below the one history captured "+
 			"up to (its etcd restored from a backup) before capture lists all Events again and resumes from "+
 			"kube-apiserver's (event_apiserver_history_capture_relists_total{reason=\"restored\"}).")
+	fs.DurationVar(&o.MaxQueryWindow, "history-max-query-window", o.MaxQueryWindow,
+		"Longest window (since to until) an eventrecords text search (note.contains=) or an eventrecordcounts "+
+			"count may span; a longer (or, for a search, open) one is refused with 400 (422 for a count).")
+	fs.IntVar(&o.MaxQueryRows, "history-max-query-rows", o.MaxQueryRows,
+		"Most Event versions an eventrecords text search may select in its window, counted before any is read; "+
+			"more are refused with 400.")
+	fs.DurationVar(&o.QueryTimeout, "history-query-timeout", o.QueryTimeout,
+		"Longest a history store query of an eventrecords list or an eventrecordcounts count may run; the "+
+			"database statement is then cancelled and the client gets 504 Timeout.")
 	fs.StringVar(&o.ClusterName, "history-cluster-name", o.ClusterName,
 		"The name of the cluster this server captures, a DNS label: the cluster field of its eventrecords, "+
 			"which the field selector cluster= selects on. Versions are stored under the server's own cluster, "+
@@ -180,6 +198,9 @@ func (o *HistoryOptions) Validate() []error {
 	if o.BehindTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--history-capture-behind-timeout must be positive"))
 	}
+	if o.MaxQueryWindow <= 0 || o.MaxQueryRows <= 0 || o.QueryTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--history-max-query-window, --history-max-query-rows and --history-query-timeout must be positive"))
+	}
 	if o.BatchSize <= 0 || o.MaxQueueBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--history-batch-size and --history-max-queue-bytes must be positive"))
 	}
@@ -229,6 +250,10 @@ func (o *HistoryOptions) captureConfig() capture.Config {
 	}
 }
 
+func (o *HistoryOptions) limits() historyregistry.Limits {
+	return historyregistry.Limits{MaxWindow: o.MaxQueryWindow, MaxRows: o.MaxQueryRows, Timeout: o.QueryTimeout}
+}
+
 func (o *HistoryOptions) retention() history.Retention {
 	return history.Retention{
 		MaxAge:   o.Retention,
@@ -261,6 +286,8 @@ func (o *HistoryOptions) Config(dataDir string, storage storagebackend.Config) (
 		Sources:   []capture.Source{source},
 		Capture:   o.captureConfig(),
 		Retention: o.retention(),
+		Limits:    o.limits(),
+		Count:     historyregistry.CountConfig{MaxWindow: o.MaxQueryWindow, Timeout: o.QueryTimeout},
 		Cluster:   o.ClusterName,
 	}, nil
 }
@@ -300,6 +327,8 @@ func (o *HistoryOptions) KubeConfig(dataDir string, kubeConfig *rest.Config, eve
 		Sources:   []capture.Source{source},
 		Capture:   o.captureConfig(),
 		Retention: o.retention(),
+		Limits:    o.limits(),
+		Count:     historyregistry.CountConfig{MaxWindow: o.MaxQueryWindow, Timeout: o.QueryTimeout},
 		Cluster:   o.ClusterName,
 		Fleet:     members,
 	}, nil

@@ -103,6 +103,9 @@ func TestSelectors(t *testing.T) {
 		{"since cuts history on the server", timeline.Filter{Since: since},
 			"involvedObject.kind=Pod,involvedObject.name=web-0",
 			"regarding.kind=Pod,regarding.name=web-0,since=2026-11-26T06:00:00.0000005Z"},
+		{"search goes to history, escaped", timeline.Filter{Since: since, Search: "x509, expired"},
+			"involvedObject.kind=Pod,involvedObject.name=web-0",
+			`regarding.kind=Pod,regarding.name=web-0,since=2026-11-26T06:00:00.0000005Z,note.contains=x509\, expired`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

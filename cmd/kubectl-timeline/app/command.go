@@ -34,6 +34,10 @@ const example = `  # Everything that happened to pod/web-0 in the current namesp
   # Only Warnings, in every namespace, as an EventRecordList for jq
   kubectl timeline statefulset/db -A --types=Warning -o json
 
+  # What of the last week mentioned x509
+  kubectl timeline deployment/ingress --since=168h --search=x509
+
+
   # The same story as a picture in the browser, with what the Deployment owns
   # (its ReplicaSets and their Pods) folded in, following new Events
   kubectl timeline deployment/web -n shop --web -w
@@ -55,6 +59,7 @@ type Flags struct {
 	NoHeaders     bool
 	Since         time.Duration
 	Types         []string
+	Search        string
 	ChunkSize     int64
 	Web           bool
 	WebPort       int
@@ -78,7 +83,7 @@ func NewFlags(streams genericiooptions.IOStreams) *Flags {
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := NewFlags(streams)
 	cmd := &cobra.Command{
-		Use:   "timeline TYPE/NAME [-n NAMESPACE | -A] [--since=DURATION] [--types=Normal,Warning] [-w] [-o json|yaml|wide | --web]",
+		Use:   "timeline TYPE/NAME [-n NAMESPACE | -A] [--since=DURATION] [--types=Normal,Warning] [--search=TEXT] [-w] [-o json|yaml|wide | --web]",
 		Short: "Show one object's Events over all its incarnations, live and from history, oldest first",
 		Long: `Show one object's Events, oldest first, across every object that bore its kind and name
 (a pod recreated with the same name has a new uid each time: each uid is shown, deleted ones
@@ -125,6 +130,8 @@ func (f *Flags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&f.AllNamespaces, "all-namespaces", "A", f.AllNamespaces, "Look for the object in every namespace. Namespace in current context is ignored even if specified with --namespace.")
 	cmd.Flags().DurationVar(&f.Since, "since", f.Since, "Only Events last seen within this duration before now (e.g. 48h, 30m). Default: all that are kept.")
 	cmd.Flags().StringSliceVar(&f.Types, "types", f.Types, "Output only events of given types.")
+	cmd.Flags().StringVar(&f.Search, "search", f.Search, "Output only Events whose note (message) holds this text, ignoring case; history answers it from its index "+
+		"(the field selector note.contains=TEXT). Needs --since, within the server's --history-max-query-window, and three letters or digits in a row.")
 	cmd.Flags().BoolVar(&f.NoHeaders, "no-headers", f.NoHeaders, "When using the default output format, don't print headers.")
 	cmd.Flags().Int64Var(&f.ChunkSize, "chunk-size", f.ChunkSize, "Return large lists in chunks rather than all at once. Pass 0 to disable.")
 	cmd.Flags().BoolVar(&f.Web, "web", f.Web, "Serve the timeline as a page in the browser, on 127.0.0.1 only, at a URL with a random token, until Ctrl-C: one lane per incarnation, each Event a mark, a series a bar, zoomable, with a table view; the objects it owns are folded in. With -w the page shows new Events as they happen.")

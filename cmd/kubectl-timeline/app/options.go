@@ -14,6 +14,7 @@ import (
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 	historyclient "github.com/eventapiserver/event-apiserver/pkg/generated/clientset/versioned/typed/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 	"github.com/eventapiserver/event-apiserver/pkg/timeline"
 )
 
@@ -69,6 +70,7 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	if f.Since < 0 {
 		return nil, fmt.Errorf("--since must not be negative: %s", f.Since)
 	}
+	o.Filter.Search = f.Search
 	if f.Since > 0 {
 		// One instant for both sources: the server cuts history there, and
 		// the live Events are cut here at the same instant.
@@ -141,6 +143,15 @@ func (o *Options) Validate() error {
 	for _, t := range o.Filter.Types {
 		if t != "Normal" && t != "Warning" {
 			return fmt.Errorf("valid --types are Normal or Warning")
+		}
+	}
+	if o.Filter.Search != "" {
+		// The server's own checks, here before anything is listed.
+		if o.Filter.Since.IsZero() {
+			return fmt.Errorf("--search needs --since: history bounds a text search's window (the server's --history-max-query-window)")
+		}
+		if err := search.Check(o.Filter.Search); err != nil {
+			return fmt.Errorf("--search: %v", err)
 		}
 	}
 	return nil

@@ -81,6 +81,11 @@ func (s *sources) historySelector() string {
 	if !s.filter.Since.IsZero() {
 		selectors = append(selectors, fields.OneTermEqualSelector("since", s.filter.Since.UTC().Format(time.RFC3339Nano)))
 	}
+	if s.filter.Search != "" {
+		// The live Events API has no text search: those are matched here
+		// (timeline.Filter.Match), the same way.
+		selectors = append(selectors, fields.OneTermEqualSelector("note.contains", s.filter.Search))
+	}
 	rest := fields.AndSelectors(selectors...).String()
 	switch {
 	case prefix == "":

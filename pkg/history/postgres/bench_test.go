@@ -10,14 +10,12 @@ import (
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // BenchmarkListOneObjectWeek measures "one object's week"
-// (storetest.ListOneObjectWeek) on a private PostgreSQL cluster (pgtest)
-// holding HISTORY_BENCH_ROWS versions (default 200000) of
-// storetest.BenchHistory, written as capture writes them (Write in batches
-// of 5000, every index in place) before the timer starts, then ANALYZEd as
-// autovacuum would (Stats reads the planner's row count).
+// (storetest.ListOneObjectWeek) in benchStore's history, filled before the
+// timer starts.
 //
 //	HISTORY_BENCH_ROWS=1000000 go test -run NONE -bench ListOneObjectWeek -benchtime 300x -timeout 0 ./pkg/history/postgres/
 func BenchmarkListOneObjectWeek(b *testing.B) {
@@ -42,8 +40,37 @@ func BenchmarkCountReasonsWeek(b *testing.B) {
 	storetest.CountReasonsWeek(b, s, h)
 }
 
-// benchStore starts a cluster, fills it with storetest.BenchHistory and
-// ANALYZEs it; both live until b ends.
+// BenchmarkSearchRareWordWeek measures "what mentioned x509 this week"
+// (storetest.SearchRareWordWeek) in the same history: pg_trgm's GIN index,
+// beside ILIKE over the window's rows, and beside listing the window.
+//
+//	HISTORY_BENCH_ROWS=1000000 go test -run NONE -bench SearchRareWordWeek -benchtime 20x -timeout 0 ./pkg/history/postgres/
+func BenchmarkSearchRareWordWeek(b *testing.B) {
+	s, h := benchStore(b)
+	storetest.SearchRareWordWeek(b, s, h, func(ctx context.Context, q history.Query, term string) (int, error) {
+		// note || '' is no column pg_trgm's index holds: the planner reads
+		// the window (the partitions' last_seen) and matches each row.
+		rows, err := s.d.pool.Query(ctx, `SELECT v.uid, v.revision, v.object FROM event_versions v
+			WHERE (v.note || '') ILIKE $1 AND v.last_seen >= $2 ORDER BY v.last_seen DESC, v.revision DESC LIMIT $3`,
+			"%"+search.EscapeLike(term)+"%", q.Since.UnixNano(), q.Limit)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n, rows.Err()
+	})
+}
+
+// benchStore is a private PostgreSQL cluster (pgtest) holding
+// HISTORY_BENCH_ROWS versions (default 200000) of storetest.BenchHistory,
+// written as capture writes them (Write in batches of 5000, every index in
+// place), then ANALYZEd as autovacuum would (Stats reads the planner's row
+// count). The cluster lives until the benchmark and its sub-benchmarks are
+// done.
 func benchStore(b *testing.B) (*Store, storetest.BenchHistory) {
 	rows := 200000
 	if v := os.Getenv("HISTORY_BENCH_ROWS"); v != "" {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlstore"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 const day = 24 * time.Hour
@@ -64,11 +65,23 @@ var spelling = sqlstore.Spelling{
 	// last_seen) stays a key of (uid, revision).
 	VersionsKey: ",\n\tPRIMARY KEY (uid, revision, last_seen)\n) PARTITION BY RANGE (last_seen)",
 	KeyIndex:    "name",
+	Contains:    searchSQL,
 	// Databases of servers from before versions may lack the feed's columns.
 	Upgrade: `ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;
 ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;
 ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS first_seq bigint NOT NULL DEFAULT 0;
 `,
+}
+
+// searchSQL is ILIKE on the note, which pg_trgm's GIN index answers: the
+// index yields the rows holding every trigram of the term's words, which
+// ILIKE then checks (lower case per the database's LC_CTYPE). The term's
+// wildcards (% and _) and ILIKE's escape character are escaped. The
+// versions stored before the note column (NULL) come from their partial
+// index, in the same bitmap, for the reader to match on their Event.
+func searchSQL(column history.Column, term string, bind func(any) string) string {
+	c := "v." + string(column)
+	return c + " ILIKE " + bind("%"+search.EscapeLike(term)+"%") + " OR " + c + " IS NULL"
 }
 
 // schema: the baseline is what servers before versions made, their ADD
@@ -85,6 +98,16 @@ var schema = sqlstore.Schema{
 		// for insert-only tables since PostgreSQL 13), on every partition.
 		{Version: 4, About: "the counts' covering index", SQL: `CREATE INDEX IF NOT EXISTS event_versions_by_counted
 			ON event_versions (last_seen, reason, type, regarding_kind, namespace, reporting_controller, regarding_name, cluster, seq);`},
+		// The note's text search (searchSQL). pg_trgm ships in Debian's
+		// postgresql package (contrib) and is a trusted extension since
+		// PostgreSQL 13: the database's owner may create it, no superuser.
+		// An index on the partitioned table is made on every partition,
+		// and on every partition made later.
+		{Version: 5, About: "the note's trigram index for text search", SQL: `
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE INDEX IF NOT EXISTS event_versions_by_note ON event_versions USING gin (note gin_trgm_ops);
+CREATE INDEX IF NOT EXISTS event_versions_by_null_note ON event_versions (last_seen) WHERE note IS NULL;
+`},
 	},
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/storetest"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // BenchmarkListOneObjectWeek measures "one object's week"
@@ -46,6 +47,36 @@ func BenchmarkCountReasonsWeek(b *testing.B) {
 		b.Fatal(benchDB.err)
 	}
 	storetest.CountReasonsWeek(b, benchDB.store, benchDB.history)
+}
+
+// BenchmarkSearchRareWordWeek measures "what mentioned x509 this week"
+// (storetest.SearchRareWordWeek) in BenchmarkListOneObjectWeek's history:
+// the FTS5 trigram index, beside LIKE over the window's rows, and beside
+// listing the window.
+//
+//	HISTORY_BENCH_ROWS=1000000 go test -run NONE -bench SearchRareWordWeek -benchtime 20x -timeout 0 ./pkg/history/sqlite/
+func BenchmarkSearchRareWordWeek(b *testing.B) {
+	benchDB.once.Do(func() { benchDB.store, benchDB.history, benchDB.err = buildBenchDB(b) })
+	if benchDB.err != nil {
+		b.Fatal(benchDB.err)
+	}
+	s := benchDB.store
+	storetest.SearchRareWordWeek(b, s, benchDB.history, func(ctx context.Context, q history.Query, term string) (int, error) {
+		// LIKE on the versions table, which no index answers: SQLite walks
+		// the window by last_seen and matches each row's note.
+		rows, err := s.read.QueryContext(ctx, `SELECT v.uid, v.revision, v.object FROM versions v
+			WHERE v.note LIKE ? ESCAPE '\' AND v.last_seen >= ? ORDER BY v.last_seen DESC, v.revision DESC LIMIT ?`,
+			"%"+search.EscapeLike(term)+"%", q.Since.UnixNano(), q.Limit)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n, rows.Err()
+	})
 }
 
 var benchDB struct {

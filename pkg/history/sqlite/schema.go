@@ -47,6 +47,21 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 		// (docs/benchmarks.md, "Counts over time").
 		{Version: 8, About: "the counts' covering index", SQL: `CREATE INDEX IF NOT EXISTS versions_by_counted
 			ON versions (last_seen, reason, type, regarding_kind, namespace, reporting_controller, regarding_name, cluster, seq);`},
+		// The note's text search (searchSQL's doc). The versions stored so
+		// far are indexed here, one pass over the table under the write
+		// lock: capture waits for it once, at the first start of a server
+		// with this version.
+		{Version: 9, About: "the note's trigram index for text search", SQL: `
+CREATE VIRTUAL TABLE IF NOT EXISTS versions_note_search USING fts5(note, tokenize='trigram', content='', contentless_delete=1);
+INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';
+CREATE TRIGGER IF NOT EXISTS versions_note_searched AFTER INSERT ON versions WHEN new.note != '' BEGIN
+	INSERT INTO versions_note_search (rowid, note) VALUES (new.rowid, new.note);
+END;
+CREATE TRIGGER IF NOT EXISTS versions_note_unsearched AFTER DELETE ON versions WHEN old.note != '' BEGIN
+	DELETE FROM versions_note_search WHERE rowid = old.rowid;
+END;
+CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note IS NULL;
+`},
 	},
 }
 

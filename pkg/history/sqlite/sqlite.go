@@ -77,6 +77,25 @@ var spelling = sqlstore.Spelling{
 );
 CREATE INDEX IF NOT EXISTS versions_by_uid ON versions (uid, revision);
 `,
+	Contains: searchSQL,
+}
+
+// searchSQL looks a term up in the note's FTS5 table (migration 7): its
+// trigram tokenizer, case-insensitive by default (case_sensitive 0, Unicode
+// case folding), answers a phrase of the term's trigrams with the rows that
+// hold the term as a substring. The table is contentless (content=”): it
+// holds the trigrams and rowids only, no second copy of every note, and
+// contentless_delete lets retention's DELETE remove a row by its rowid
+// (the trigger). Its rowids are the versions table's, which the server
+// never changes (no VACUUM: the package doc; an operator's VACUUM of the
+// file would renumber them, see docs/operations.md). The versions stored
+// before the note column (NULL) are found by their partial index, for the
+// reader to match on their Event. Inside the phrase's double quotes only a
+// double quote is special, written twice; LIKE's wildcards are not read.
+func searchSQL(column history.Column, term string, bind func(any) string) string {
+	phrase := `"` + strings.ReplaceAll(term, `"`, `""`) + `"`
+	return "v.rowid IN (SELECT rowid FROM versions_" + string(column) + "_search WHERE versions_" + string(column) + "_search MATCH " + bind(phrase) +
+		" UNION ALL SELECT rowid FROM versions WHERE " + string(column) + " IS NULL)"
 }
 
 const (

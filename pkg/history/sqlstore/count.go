@@ -101,7 +101,7 @@ func (s *Store) countCells(ctx context.Context, q history.CountQuery, groups []s
 	var args []any
 	bind := s.sp.bind(&args)
 	bucket := bind(q.Bucket.Nanoseconds())
-	w, err := where(q.Query, bind)
+	w, err := where(q.Query, s.sp, bind)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (s *Store) twoPass(ctx context.Context, q history.CountQuery, groups []stri
 	}
 	var args []any
 	bind := s.sp.bind(&args)
-	w, err := where(q.Query, bind)
+	w, err := where(q.Query, s.sp, bind)
 	if err != nil {
 		return out, err
 	}

@@ -124,6 +124,11 @@ type Spelling struct {
 	Upgrade string
 	// Extra is the rest of the database's baseline.
 	Extra string
+	// Contains renders a condition on the versions v that holds when
+	// column (a Searchable one) holds term ignoring case, looked up in the
+	// column's trigram index, or is NULL (a version stored before the
+	// column was added), binding what it needs through bind.
+	Contains func(column history.Column, term string, bind func(any) string) string
 }
 
 // bind returns a function that appends a value to args and returns its
@@ -168,5 +173,9 @@ func (r sqlRows) Close() { r.Rows.Close() }
 // ErrUnknownColumn is returned for a condition on a column not in
 // history.Columns.
 var ErrUnknownColumn = errors.New("unknown history column")
+
+// ErrBadSearch is returned for a text search the stores cannot answer from
+// their index (search.Check).
+var ErrBadSearch = errors.New("invalid text search")
 
 func unknownColumn(c history.Column) error { return fmt.Errorf("%w %q", ErrUnknownColumn, c) }

@@ -101,3 +101,32 @@ func queryPlan(t *testing.T, s *sqlite.Store, query string, args []any) string {
 	}
 	return plan
 }
+
+// TestSearchPlan: on SQLite, a text search reads the note's FTS5 index and
+// the NULL notes' partial index, then the versions it found by rowid: never
+// the window's rows, alone or beside the namespace's condition.
+func TestSearchPlan(t *testing.T) {
+	s := openSQLite(t)
+	search := history.Condition{Columns: []history.Column{history.ColumnNote}, Value: "x509", Contains: true}
+	for name, conditions := range map[string][]history.Condition{
+		"alone":        {search},
+		"in namespace": {search, {Columns: []history.Column{history.ColumnNamespace}, Value: "ns"}},
+		"with reason":  {search, {Columns: []history.Column{history.ColumnReason}, Value: "BackOff"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			query, args, err := s.ListQuery(history.Query{Conditions: conditions, Since: time.Now().Add(-168 * time.Hour), Limit: 500})
+			if err != nil {
+				t.Fatal(err)
+			}
+			joined := queryPlan(t, s, query, args)
+			for _, want := range []string{"VIRTUAL TABLE INDEX", "versions_by_null_note", "INTEGER PRIMARY KEY (rowid=?)"} {
+				if !strings.Contains(joined, want) {
+					t.Errorf("the plan does not use %s:\n%s", want, joined)
+				}
+			}
+			if strings.Contains(joined, "SCAN v\n") || strings.HasSuffix(joined, "SCAN v") || strings.Contains(joined, "SCAN v USING") {
+				t.Errorf("the plan scans the versions table:\n%s", joined)
+			}
+		})
+	}
+}

@@ -6,13 +6,15 @@ import (
 	"strings"
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // where renders the query's filter on the versions table aliased v, with
 // last_seen and revision columns. Column names come from history.Columns;
 // every value goes through bind, which binds it and returns its
-// placeholder. It returns "" when nothing is filtered.
-func where(q history.Query, bind func(value any) string) (string, error) {
+// placeholder; a text search is spelled by sp (Spelling.Contains). It
+// returns "" when nothing is filtered.
+func where(q history.Query, sp Spelling, bind func(value any) string) (string, error) {
 	narrowed := false
 	for _, c := range q.Conditions {
 		all := len(c.Columns) > 0 && !c.Not && c.Value != ""
@@ -20,10 +22,21 @@ func where(q history.Query, bind func(value any) string) (string, error) {
 			def, ok := history.LookupColumn(col)
 			all = all && ok && def.Narrowing
 		}
-		narrowed = narrowed || all
+		// A text search is narrowing too: its index yields the few
+		// versions holding a rare word, where the namespace's index is
+		// all of the namespace's window (TestSearchPlan).
+		narrowed = narrowed || all || c.Contains
 	}
 	var terms []string
 	for _, c := range q.Conditions {
+		if c.Contains {
+			term, err := contains(c, sp, bind)
+			if err != nil {
+				return "", err
+			}
+			terms = append(terms, term)
+			continue
+		}
 		var parts []string
 		for _, col := range c.Columns {
 			def, ok := history.LookupColumn(col)
@@ -98,10 +111,30 @@ func where(q history.Query, bind func(value any) string) (string, error) {
 	return " WHERE " + strings.Join(terms, " AND "), nil
 }
 
+// contains renders a text search: the database's index lookup of the
+// term, or the versions stored before the column was added (NULL there),
+// which the reader matches on their Event (Condition.Match).
+func contains(c history.Condition, sp Spelling, bind func(value any) string) (string, error) {
+	if len(c.Columns) != 1 || c.Not || len(c.Values) > 0 {
+		return "", fmt.Errorf("%w: one column, neither negated nor a set", ErrBadSearch)
+	}
+	def, ok := history.LookupColumn(c.Columns[0])
+	if !ok {
+		return "", unknownColumn(c.Columns[0])
+	}
+	if !def.Searchable {
+		return "", fmt.Errorf("%w: column %q has no text index", ErrBadSearch, def.Name)
+	}
+	if err := search.Check(c.Value); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadSearch, err)
+	}
+	return "(" + sp.Contains(def.Name, c.Value, bind) + ")", nil
+}
+
 // changesWhere renders the filter of a feed read, as where does, the feed
 // positions bounded on position (v.seq or d.seq).
-func changesWhere(q history.ChangeQuery, position string, bind func(value any) string) (string, error) {
-	w, err := where(history.Query{Conditions: q.Conditions, Since: q.Since, Until: q.Until}, bind)
+func changesWhere(q history.ChangeQuery, position string, sp Spelling, bind func(value any) string) (string, error) {
+	w, err := where(history.Query{Conditions: q.Conditions, Since: q.Since, Until: q.Until}, sp, bind)
 	if err != nil {
 		return "", err
 	}
@@ -185,14 +218,14 @@ func (s *Store) changesQuery(q history.ChangeQuery) (string, []any, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	versionsWhere, err := changesWhere(q, "v.seq", bind)
+	versionsWhere, err := changesWhere(q, "v.seq", s.sp, bind)
 	if err != nil {
 		return "", nil, err
 	}
 	versions := `SELECT * FROM (SELECT ` + s.sql.changeColumns + `, v.seq AS position, 0 AS ended
 		FROM ` + s.sp.Versions + ` v LEFT JOIN ` + s.sp.Deletions + ` d ON d.uid = v.uid AND d.seq < v.seq` + versionsWhere +
 		` AND v.seq > 0 ORDER BY v.seq LIMIT ` + bind(limit) + `) AS versions_leg`
-	endsWhere, err := changesWhere(q, "d.seq", bind)
+	endsWhere, err := changesWhere(q, "d.seq", s.sp, bind)
 	if err != nil {
 		return "", nil, err
 	}

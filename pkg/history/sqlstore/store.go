@@ -12,6 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -252,6 +253,22 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 }
 
 func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, error) {
+	if q.MaxRows > 0 {
+		if err := s.readable(ctx); err != nil {
+			return nil, err
+		}
+		query, args, err := s.countQuery(q)
+		if err != nil {
+			return nil, err
+		}
+		var n int
+		if err := s.d.Read().QueryRow(ctx, query, args...).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n > q.MaxRows {
+			return nil, fmt.Errorf("%w: more than %d", history.ErrTooManyRows, q.MaxRows)
+		}
+	}
 	return read(ctx, s, func() (string, []any, error) { return s.listQuery(q) }, func(rows Rows) (history.Record, error) {
 		return scanRecord(rows)
 	})
@@ -286,7 +303,7 @@ func read[T any](ctx context.Context, s *Store, build func() (string, []any, err
 func (s *Store) listQuery(q history.Query) (string, []any, error) {
 	var args []any
 	bind := s.sp.bind(&args)
-	w, err := where(q, bind)
+	w, err := where(q, s.sp, bind)
 	if err != nil {
 		return "", nil, err
 	}
@@ -295,6 +312,18 @@ func (s *Store) listQuery(q history.Query) (string, []any, error) {
 		query += ` LIMIT ` + bind(q.Limit)
 	}
 	return query, args, nil
+}
+
+// countQuery counts the versions q selects from its position on (After),
+// at most MaxRows+1: Query.MaxRows's check.
+func (s *Store) countQuery(q history.Query) (string, []any, error) {
+	var args []any
+	bind := s.sp.bind(&args)
+	w, err := where(q, s.sp, bind)
+	if err != nil {
+		return "", nil, err
+	}
+	return `SELECT count(*) FROM (SELECT 1 FROM ` + s.sp.Versions + ` v` + w + ` LIMIT ` + bind(q.MaxRows+1) + `) AS selected`, args, nil
 }
 
 func (s *Store) Get(ctx context.Context, namespace, name string, revision int64) (history.Record, error) {

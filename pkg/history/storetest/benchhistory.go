@@ -91,6 +91,17 @@ func (h BenchHistory) Deletions() int {
 var (
 	backOffMessage   = strings.Repeat("Back-off restarting failed container ", 12)
 	preemptedMessage = strings.Repeat("Preempted by a pod of higher priority on the node ", 9)
+	// rareMessage is kubelet's for an image pull refused by TLS, the note
+	// of one Event in benchRareEvery: the rare word a text search looks for
+	// (SearchRareWordWeek).
+	rareMessage = `Failed to pull image "registry.internal/shop/web:v2": rpc error: code = Unknown desc = failed to pull and unpack image: ` +
+		`failed to resolve reference: x509: certificate signed by unknown authority`
+)
+
+const (
+	// BenchRareWord is in the notes of one Event in benchRareEvery.
+	BenchRareWord  = "x509"
+	benchRareEvery = 3001
 )
 
 // BenchDecoder decodes stored values as the server's capture does
@@ -130,6 +141,9 @@ func (h BenchHistory) Generate(batchSize int, write func(history.Batch) error) e
 			event.Reason, event.Message = "Preempted", preemptedMessage
 			event.Related = &corev1.ObjectReference{Kind: "Pod", Namespace: BenchNamespace(r),
 				Name: fmt.Sprintf("pod-%d", r), UID: types.UID(BenchObjectUID(r))}
+		}
+		if k%benchRareEvery == benchRareEvery/2 {
+			event.Reason, event.Message = "Failed", rareMessage
 		}
 		event.Count = int32(n + 1)
 		event.FirstTimestamp, event.LastTimestamp = metav1.NewTime(first), metav1.NewTime(seen)

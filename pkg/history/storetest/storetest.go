@@ -20,6 +20,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("list", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("gone", func(t *testing.T) { testGone(t, open(t)) })
 	t.Run("note", func(t *testing.T) { testNote(t, open(t)) })
+	t.Run("search", func(t *testing.T) { testSearch(t, open(t)) })
 	t.Run("cluster", func(t *testing.T) { testCluster(t, open(t)) })
 	t.Run("count", func(t *testing.T) { testCount(t, open(t)) })
 	runFeed(t, open)

@@ -280,7 +280,7 @@ func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace 
 	}
 	if window := until.Sub(q.Since); window > r.config.MaxWindow {
 		errs = append(errs, field.Invalid(selectorPath, spec.FieldSelector, fmt.Sprintf(
-			"the window from since to until spans %s, more than the %s a count may span", window, r.config.MaxWindow)))
+			"the window from since to until spans %s, more than the %s a count may span (--history-max-query-window)", window, r.config.MaxWindow)))
 	}
 	if namespace != "" {
 		q.Conditions = append(q.Conditions, store.Condition{Columns: []store.Column{store.ColumnNamespace}, Value: namespace})

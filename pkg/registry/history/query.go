@@ -13,6 +13,7 @@ import (
 	"github.com/eventapiserver/event-apiserver/pkg/apis/core"
 	"github.com/eventapiserver/event-apiserver/pkg/fieldselectors"
 	store "github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // selection is a parsed list request: the store query, and the field
@@ -20,6 +21,8 @@ import (
 type parsed struct {
 	query store.Query
 	field fields.Selector
+	// search is set when the query holds a text search (Limits).
+	search bool
 }
 
 // parseFieldSelector splits an internal-label field selector into store
@@ -42,6 +45,17 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 			} else {
 				p.query.Until = t
 			}
+			continue
+		}
+		if col, ok := searchColumn(req.Field); ok {
+			if req.Not || req.Set {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("field selector %s supports only '=': %s", req.Field, selector.String()))
+			}
+			if err := search.Check(req.Values[0]); err != nil {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %s: %v", req.Field, err))
+			}
+			p.query.Conditions = append(p.query.Conditions, store.Condition{Columns: []store.Column{col.Name}, Value: req.Values[0], Contains: true})
+			p.search = true
 			continue
 		}
 		// History's own columns are no field fieldselectors matches in
@@ -75,6 +89,16 @@ func parseFieldSelector(selector fields.Selector, now time.Time) (parsed, error)
 		p.field = fieldselectors.Selector(rest)
 	}
 	return p, nil
+}
+
+// searchColumn is the column a text search label (note.contains) searches.
+func searchColumn(label string) (*store.ColumnDef, bool) {
+	field, ok := strings.CutSuffix(label, fieldselectors.ContainsSuffix)
+	if !ok {
+		return nil, false
+	}
+	col, ok := store.ColumnFor(field)
+	return col, ok && col.Searchable
 }
 
 // matchOwn holds when the Event passes the conditions on history's own

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	store "github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 func TestParseFieldSelector(t *testing.T) {
@@ -39,6 +40,16 @@ func TestParseFieldSelector(t *testing.T) {
 		{name: "a set", selector: `reason:in=A\,B`,
 			conditions: []store.Condition{{Columns: []store.Column{store.ColumnReason}, Value: "A"}}, inMemory: `reason:in=A\,B`},
 		{name: "empty window", selector: "since=1h,until=2h", badRequest: true},
+		{name: "text search", selector: "note.contains=x509,since=24h", since: now.Add(-24 * time.Hour),
+			conditions: []store.Condition{{Columns: []store.Column{store.ColumnNote}, Value: "x509", Contains: true}}},
+		{name: "text search with wildcards and an escaped comma", selector: `note.contains=100% of cpu\, 5_0,reason=FailedScheduling`,
+			conditions: []store.Condition{{Columns: []store.Column{store.ColumnNote}, Value: "100% of cpu, 5_0", Contains: true},
+				{Columns: []store.Column{store.ColumnReason}, Value: "FailedScheduling"}}, inMemory: "reason=FailedScheduling"},
+		{name: "text search too short", selector: "note.contains=ab", badRequest: true},
+		{name: "text search without a run of three", selector: "note.contains=a.b.c", badRequest: true},
+		{name: "text search negated", selector: "note.contains!=x509", badRequest: true},
+		{name: "text search as a set", selector: "note.contains:in=x509", badRequest: true},
+		{name: "text search on a column without a text index", selector: "reason.contains=BackOff", inMemory: "reason.contains=BackOff"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +72,7 @@ func TestParseFieldSelector(t *testing.T) {
 			}
 			for i, c := range tc.conditions {
 				got := p.query.Conditions[i]
-				if got.Value != c.Value || got.Not != c.Not || len(got.Columns) != len(c.Columns) || got.Columns[0] != c.Columns[0] {
+				if got.Value != c.Value || got.Not != c.Not || got.Contains != c.Contains || len(got.Columns) != len(c.Columns) || got.Columns[0] != c.Columns[0] {
 					t.Errorf("condition %d = %+v, want %+v", i, got, c)
 				}
 			}
@@ -96,4 +107,37 @@ func TestContinueToken(t *testing.T) {
 			t.Errorf("%s: err = %v, want a BadRequest", name, err)
 		}
 	}
+}
+
+// FuzzParseFieldSelector: whatever selector kube's grammar lets through, the
+// parser answers a 400 or a query whose text searches the stores can look
+// up (search.Check), and never panics.
+func FuzzParseFieldSelector(f *testing.F) {
+	for _, seed := range []string{"note.contains=x509", `note.contains=100%\,_x\\y`, "note.contains!=abc", "note.contains=ab",
+		"note.contains=Back-off,since=1h,until=1m", "since=2026-11-01T00:00:00Z", "note.contains:in=abc", "note.contains=\"quoted\"",
+		"reason=BackOff,note.contains=ÄÖÜ", "note.contains=\x00abc"} {
+		f.Add(seed)
+	}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, raw string) {
+		selector, err := fields.ParseSelector(raw)
+		if err != nil {
+			return
+		}
+		p, err := parseFieldSelector(selector, now)
+		if err != nil {
+			if !apierrors.IsBadRequest(err) {
+				t.Fatalf("%q: %v, want a BadRequest", raw, err)
+			}
+			return
+		}
+		for _, c := range p.query.Conditions {
+			if c.Contains && (search.Check(c.Value) != nil || c.Not || len(c.Columns) != 1 || !p.search) {
+				t.Fatalf("%q: a search the stores cannot answer: %+v", raw, c)
+			}
+		}
+		if err := (Limits{}).withDefaults().CheckWindow(p.query.Since, p.query.Until, now); err != nil && !apierrors.IsBadRequest(err) {
+			t.Fatalf("%q: window: %v, want a BadRequest", raw, err)
+		}
+	})
 }

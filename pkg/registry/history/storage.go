@@ -45,6 +45,7 @@ type REST struct {
 	decoder runtime.Decoder
 	feed    FeedConfig
 	hub     *feedHub
+	limits  Limits
 	// cluster names the server's own cluster (FeedConfig.Cluster).
 	cluster string
 }
@@ -61,7 +62,7 @@ var (
 // NewREST serves the records of s; decoder reads the stored Events.
 func NewREST(s store.Store, decoder runtime.Decoder, feed FeedConfig) *REST {
 	feed = feed.withDefaults()
-	return &REST{store: s, decoder: decoder, feed: feed, hub: newFeedHub(s, feed), cluster: feed.Cluster}
+	return &REST{store: s, decoder: decoder, feed: feed, hub: newFeedHub(s, feed), cluster: feed.Cluster, limits: Limits{}.withDefaults()}
 }
 
 func (r *REST) New() runtime.Object     { return &historyapi.EventRecord{} }
@@ -100,12 +101,19 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	if options == nil {
 		options = &metainternalversion.ListOptions{}
 	}
-	p, err := r.parse(options.FieldSelector, time.Now())
+	now := time.Now()
+	p, err := r.parse(options.FieldSelector, now)
 	if err != nil {
 		return nil, err
 	}
 	if err := r.authorizeClusters(ctx, p.query); err != nil {
 		return nil, err
+	}
+	if p.search {
+		if err := r.limits.CheckWindow(p.query.Since, p.query.Until, now); err != nil {
+			return nil, err
+		}
+		p.query.MaxRows = r.limits.MaxRows
 	}
 	var through int64
 	if p.query.After, through, err = decodeContinue(options.Continue); err != nil {
@@ -139,9 +147,9 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	for budget > 0 {
 		// One more than needed tells whether another page follows.
 		p.query.Limit = min(limit-len(out.Items)+1, budget)
-		rows, err := r.store.List(ctx, p.query)
+		rows, err := query(ctx, r.limits, func(ctx context.Context) ([]store.Record, error) { return r.store.List(ctx, p.query) })
 		if err != nil {
-			return nil, storeError(err)
+			return nil, err
 		}
 		budget -= len(rows)
 		for _, row := range rows {

@@ -1,0 +1,91 @@
+package storetest
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/eventapiserver/event-apiserver/pkg/history"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
+)
+
+// Unindexed runs the query of SearchRareWordWeek as a store would without
+// its text index: the note matched row by row over the window (LIKE), and
+// returns how many versions it found. Each store package spells it.
+type Unindexed func(ctx context.Context, q history.Query, term string) (int, error)
+
+// SearchRareWordWeek measures "what mentioned x509 this week" in s, which
+// holds h: a text search for BenchRareWord over the last 7 days of every
+// namespace, newest first, limit 500, three ways:
+//   - index: the store's List, from its trigram index;
+//   - no-index: the same query with the note matched row by row (unindexed);
+//   - list-window: today's workaround without search, every version of the
+//     window listed in pages of 1000 and matched on the client, here with
+//     no HTTP, JSON or decoding in between, so the real one costs more.
+//
+// Each reports p50 and p99 and the versions found, which must agree.
+func SearchRareWordWeek(b *testing.B, s history.Store, h BenchHistory, unindexed Unindexed) {
+	ctx := context.Background()
+	query := history.Query{
+		Conditions: []history.Condition{{Columns: []history.Column{history.ColumnNote}, Value: BenchRareWord, Contains: true}},
+		Since:      h.End.Add(-7 * 24 * time.Hour),
+		Limit:      500,
+	}
+	window := func(ctx context.Context) (int, error) {
+		q := history.Query{Since: query.Since, Limit: 1000}
+		found := 0
+		for {
+			page, err := s.List(ctx, q)
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range page {
+				if search.ContainsFold(r.Note, BenchRareWord) && found < query.Limit {
+					found++
+				}
+			}
+			if len(page) < q.Limit {
+				return found, nil
+			}
+			last := page[len(page)-1]
+			q.After = &history.Cursor{LastSeen: last.LastSeen, Revision: last.Revision}
+		}
+	}
+	want := -1
+	for _, tc := range []struct {
+		name string
+		run  func(context.Context) (int, error)
+	}{
+		{"index", func(ctx context.Context) (int, error) {
+			got, err := s.List(ctx, query)
+			return len(got), err
+		}},
+		{"no-index", func(ctx context.Context) (int, error) { return unindexed(ctx, query, BenchRareWord) }},
+		{"list-window", window},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			latencies := make([]time.Duration, 0, b.N)
+			found := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				n, err := tc.run(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				latencies = append(latencies, time.Since(t0))
+				found = n
+			}
+			b.StopTimer()
+			if want >= 0 && found != want {
+				b.Fatalf("found %d versions, the index found %d", found, want)
+			}
+			want = found
+			sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+			b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(float64(found), "versions/query")
+		})
+	}
+}
