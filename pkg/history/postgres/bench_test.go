@@ -50,18 +50,9 @@ func BenchmarkSearchRareWordWeek(b *testing.B) {
 	storetest.SearchRareWordWeek(b, s, h, func(ctx context.Context, q history.Query, term string) (int, error) {
 		// note || '' is no column pg_trgm's index holds: the planner reads
 		// the window (the partitions' last_seen) and matches each row.
-		rows, err := s.d.pool.Query(ctx, `SELECT v.uid, v.revision, v.object FROM event_versions v
+		return storetest.CountRows(s.d.pool.Query(ctx, `SELECT v.uid, v.revision, v.object FROM event_versions v
 			WHERE (v.note || '') ILIKE $1 AND v.last_seen >= $2 ORDER BY v.last_seen DESC, v.revision DESC LIMIT $3`,
-			"%"+search.EscapeLike(term)+"%", q.Since.UnixNano(), q.Limit)
-		if err != nil {
-			return 0, err
-		}
-		defer rows.Close()
-		n := 0
-		for rows.Next() {
-			n++
-		}
-		return n, rows.Err()
+			"%"+search.EscapeLike(term)+"%", q.Since.UnixNano(), q.Limit))
 	})
 }
 

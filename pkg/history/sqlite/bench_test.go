@@ -64,18 +64,9 @@ func BenchmarkSearchRareWordWeek(b *testing.B) {
 	storetest.SearchRareWordWeek(b, s, benchDB.history, func(ctx context.Context, q history.Query, term string) (int, error) {
 		// LIKE on the versions table, which no index answers: SQLite walks
 		// the window by last_seen and matches each row's note.
-		rows, err := s.read.QueryContext(ctx, `SELECT v.uid, v.revision, v.object FROM versions v
+		return storetest.CountRows(s.read.QueryContext(ctx, `SELECT v.uid, v.revision, v.object FROM versions v
 			WHERE v.note LIKE ? ESCAPE '\' AND v.last_seen >= ? ORDER BY v.last_seen DESC, v.revision DESC LIMIT ?`,
-			"%"+search.EscapeLike(term)+"%", q.Since.UnixNano(), q.Limit)
-		if err != nil {
-			return 0, err
-		}
-		defer rows.Close()
-		n := 0
-		for rows.Next() {
-			n++
-		}
-		return n, rows.Err()
+			"%"+search.EscapeLike(term)+"%", q.Since.UnixNano(), q.Limit))
 	})
 }
 

@@ -89,3 +89,19 @@ func SearchRareWordWeek(b *testing.B, s history.Store, h BenchHistory, unindexed
 		})
 	}
 }
+
+// CountRows counts a query's rows for an Unindexed, reading them to the
+// end, which closes them (database/sql's and pgx's alike).
+func CountRows[R interface {
+	Next() bool
+	Err() error
+}](rows R, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}
