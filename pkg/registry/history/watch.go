@@ -38,7 +38,8 @@ type FeedConfig struct {
 	// Cluster names the server's own cluster, whose versions the store
 	// keeps without a cluster (history.ColumnCluster): records show it,
 	// and the cluster field label selects them by it.
-	Cluster string // Clusters, when set (a fleet's hub), decides which clusters' records
+	Cluster string
+	// Clusters, when set (a fleet's hub), decides which clusters' records
 	// each requester reads (ClustersResource); nil: every reader of
 	// eventrecords reads every cluster's.
 	Clusters authorizer.Authorizer
