@@ -101,6 +101,9 @@ func TestKubectl(t *testing.T) {
 			"events ev events.k8s.io/v1 true Event": false,
 			// Our own read-only history: no short name, so "ev" stays Events.
 			"eventrecords history.eventapiserver.io/v1alpha1 true EventRecord": false,
+			// Create-only questions about them, as SubjectAccessReviews are.
+			"eventrecordcounts history.eventapiserver.io/v1alpha1 true EventRecordCount":                false,
+			"clustereventrecordcounts history.eventapiserver.io/v1alpha1 false ClusterEventRecordCount": false,
 		}
 		var lines []string
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
