@@ -16,42 +16,16 @@ import (
 func testCluster(t *testing.T, s history.Store) {
 	ctx := context.Background()
 	clusters := []string{"", "b", "c"}
-	var versions []history.Version
-	for i, cluster := range clusters {
-		v := Version(fmt.Sprint("u", i), int64(i+1), "p", i)
-		v.Cluster = cluster
-		versions = append(versions, v)
-	}
-	if err := s.Write(ctx, history.Batch{Versions: versions}); err != nil {
-		t.Fatal(err)
-	}
+	writeColumn(t, s, clusters, func(v *history.Version, value string) { v.Cluster = value })
 	cluster := []history.Column{history.ColumnCluster}
-	for _, tc := range []struct {
-		name      string
-		condition history.Condition
-		want      []int64
-	}{
+	checkConditions(t, s, []columnCase{
 		{"equal", history.Condition{Columns: cluster, Value: "b"}, []int64{2}},
 		{"own", history.Condition{Columns: cluster, Value: ""}, []int64{1}},
 		{"not equal", history.Condition{Columns: cluster, Value: "b", Not: true}, []int64{3, 1}},
 		{"in", history.Condition{Columns: cluster, Value: "b", Values: []string{"b", ""}}, []int64{2, 1}},
 		{"notin", history.Condition{Columns: cluster, Value: "b", Values: []string{"b", "c"}, Not: true}, []int64{1}},
 		{"unknown", history.Condition{Columns: cluster, Value: "d"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := s.List(ctx, history.Query{Conditions: []history.Condition{tc.condition}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(Revisions(got)) != fmt.Sprint(tc.want) {
-				t.Fatalf("revisions = %v, want %v", Revisions(got), tc.want)
-			}
-			changes, err := s.Changes(ctx, history.ChangeQuery{Through: 1 << 40, Conditions: []history.Condition{tc.condition}})
-			if err != nil || len(changes) != len(tc.want) {
-				t.Fatalf("%d changes (%v), want %d", len(changes), err, len(tc.want))
-			}
-		})
-	}
+	})
 	for i, cluster := range clusters {
 		r, err := s.Get(ctx, "ns", fmt.Sprint("ev-u", i), int64(i+1))
 		if err != nil || r.Cluster != cluster {
