@@ -89,27 +89,31 @@ func TestSelectors(t *testing.T) {
 	tests := []struct {
 		name          string
 		filter        timeline.Filter
+		cluster       string
 		live, history string
 	}{
-		{"object only", timeline.Filter{},
+		{"object only", timeline.Filter{}, "",
 			"involvedObject.kind=Pod,involvedObject.name=web-0",
 			"regarding.kind=Pod,regarding.name=web-0"},
-		{"one type goes to the server", timeline.Filter{Types: []string{"Warning"}},
+		{"one type goes to the server", timeline.Filter{Types: []string{"Warning"}}, "",
 			"involvedObject.kind=Pod,involvedObject.name=web-0,type=Warning",
 			"regarding.kind=Pod,regarding.name=web-0,type=Warning"},
-		{"both types are every Event", timeline.Filter{Types: []string{"Normal", "Warning"}},
+		{"both types are every Event", timeline.Filter{Types: []string{"Normal", "Warning"}}, "",
 			"involvedObject.kind=Pod,involvedObject.name=web-0",
 			"regarding.kind=Pod,regarding.name=web-0"},
-		{"since cuts history on the server", timeline.Filter{Since: since},
+		{"since cuts history on the server", timeline.Filter{Since: since}, "",
 			"involvedObject.kind=Pod,involvedObject.name=web-0",
 			"regarding.kind=Pod,regarding.name=web-0,since=2026-11-26T06:00:00.0000005Z"},
-		{"search goes to history, escaped", timeline.Filter{Since: since, Search: "x509, expired"},
+		{"search goes to history, escaped", timeline.Filter{Since: since, Search: "x509, expired"}, "",
 			"involvedObject.kind=Pod,involvedObject.name=web-0",
 			`regarding.kind=Pod,regarding.name=web-0,since=2026-11-26T06:00:00.0000005Z,note.contains=x509\, expired`},
+		{"the cluster goes to history", timeline.Filter{Types: []string{"Warning"}, Since: since, Search: "x509"}, "eu-west-1",
+			"involvedObject.kind=Pod,involvedObject.name=web-0,type=Warning",
+			"regarding.kind=Pod,regarding.name=web-0,type=Warning,since=2026-11-26T06:00:00.0000005Z,cluster=eu-west-1,note.contains=x509"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &sources{object: Object{"Pod", "web-0", ""}, filter: tc.filter}
+			s := &sources{object: Object{"Pod", "web-0", ""}, filter: tc.filter, cluster: tc.cluster}
 			if got := s.liveSelector(); got != tc.live {
 				t.Errorf("live %q, want %q", got, tc.live)
 			}

@@ -37,6 +37,9 @@ const example = `  # Everything that happened to pod/web-0 in the current namesp
   # What of the last week mentioned x509
   kubectl timeline deployment/ingress --since=168h --search=x509
 
+  # On a fleet's hub: the story of pod/web-0 in member cluster eu-west-1, from history
+  kubectl timeline pod/web-0 -n shop --cluster=eu-west-1 -w
+
 
   # The same story as a picture in the browser, with what the Deployment owns
   # (its ReplicaSets and their Pods) folded in, following new Events
@@ -60,6 +63,7 @@ type Flags struct {
 	Since         time.Duration
 	Types         []string
 	Search        string
+	Cluster       string
 	ChunkSize     int64
 	Web           bool
 	WebPort       int
@@ -83,7 +87,7 @@ func NewFlags(streams genericiooptions.IOStreams) *Flags {
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := NewFlags(streams)
 	cmd := &cobra.Command{
-		Use:   "timeline TYPE/NAME [-n NAMESPACE | -A] [--since=DURATION] [--types=Normal,Warning] [--search=TEXT] [-w] [-o json|yaml|wide | --web]",
+		Use:   "timeline TYPE/NAME [-n NAMESPACE | -A] [--cluster=NAME] [--since=DURATION] [--types=Normal,Warning] [--search=TEXT] [-w] [-o json|yaml|wide | --web]",
 		Short: "Show one object's Events over all its incarnations, live and from history, oldest first",
 		Long: `Show one object's Events, oldest first, across every object that bore its kind and name
 (a pod recreated with the same name has a new uid each time: each uid is shown, deleted ones
@@ -92,6 +96,11 @@ included). Live Events (core/v1) are merged with event-apiserver's history
 
 Where the server has no history, or you may not read it, this says so on stderr and shows the
 live Events.
+
+With --cluster, only the Events of that cluster, from history alone: on a fleet's hub a member's
+(or the hub's own), on any other server its own cluster's (its --history-cluster-name, by
+default kubernetes). The live Events API serves one cluster and does not say which, so it is
+not read; without history, --cluster is an error.
 
 With --web it serves the same story as a page on 127.0.0.1, guarded by a random token in its
 URL, prints the URL and opens a browser where there is one; the page reads the cluster with
@@ -132,6 +141,7 @@ func (f *Flags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&f.Types, "types", f.Types, "Output only events of given types.")
 	cmd.Flags().StringVar(&f.Search, "search", f.Search, "Output only Events whose note (message) holds this text, ignoring case; history answers it from its index "+
 		"(the field selector note.contains=TEXT). Needs --since, within the server's --history-max-query-window, and three letters or digits in a row.")
+	cmd.Flags().StringVar(&f.Cluster, "cluster", f.Cluster, "Only the Events of this cluster, read from history (the field selector cluster=NAME): a member of a fleet's hub, or the server's own cluster (its --history-cluster-name). Reading a member's needs get on its name in the virtual resource clusters.history.eventapiserver.io.")
 	cmd.Flags().BoolVar(&f.NoHeaders, "no-headers", f.NoHeaders, "When using the default output format, don't print headers.")
 	cmd.Flags().Int64Var(&f.ChunkSize, "chunk-size", f.ChunkSize, "Return large lists in chunks rather than all at once. Pass 0 to disable.")
 	cmd.Flags().BoolVar(&f.Web, "web", f.Web, "Serve the timeline as a page in the browser, on 127.0.0.1 only, at a URL with a random token, until Ctrl-C: one lane per incarnation, each Event a mark, a series a bar, zoomable, with a table view; the objects it owns are folded in. With -w the page shows new Events as they happen.")

@@ -71,6 +71,14 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 		return nil, fmt.Errorf("--since must not be negative: %s", f.Since)
 	}
 	o.Filter.Search = f.Search
+	if f.Cluster != "" {
+		if err := validCluster(f.Cluster); err != nil {
+			return nil, err
+		}
+		if f.Web {
+			return nil, fmt.Errorf("--cluster narrows the terminal's timeline and summary; --web does not take it")
+		}
+	}
 	if f.Since > 0 {
 		// One instant for both sources: the server cuts history there, and
 		// the live Events are cut here at the same instant.
@@ -99,6 +107,7 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 		namespace: namespace,
 		object:    o.Object,
 		filter:    o.Filter,
+		cluster:   f.Cluster,
 		chunkSize: f.ChunkSize,
 	}
 	o.live = &liveFollower{events: o.sources.events, selector: o.sources.liveSelector()}
@@ -167,13 +176,20 @@ func (o *Options) Run(ctx context.Context) error {
 		return o.serveWeb(ctx)
 	}
 	tl := timeline.New()
-	resourceVersion, err := o.sources.listLive(ctx, func(r historyv1alpha1.EventRecord) { tl.Add(r) })
-	if err != nil {
-		return err
+	var resourceVersion string
+	if o.sources.cluster == "" {
+		var err error
+		if resourceVersion, err = o.sources.listLive(ctx, func(r historyv1alpha1.EventRecord) { tl.Add(r) }); err != nil {
+			return err
+		}
 	}
 	follower := o.history
 	historyVersion, err := o.sources.listHistory(ctx, func(r historyv1alpha1.EventRecord) { tl.Add(r) })
-	if reason, ok := historyUnavailable(err, o.sources.namespace); ok {
+	if reason, ok := historyUnavailable(err, o.sources.namespace); ok && o.sources.cluster != "" {
+		// The live Events are of the server's cluster, whichever it is:
+		// they cannot stand in for one cluster's history.
+		return fmt.Errorf("--cluster reads history: %s", reason)
+	} else if ok {
 		fmt.Fprintf(o.ErrOut, "%s: showing live Events only, without those of deleted objects or past the Events' TTL.\n", reason)
 		follower = o.live
 	} else if err != nil {
@@ -191,6 +207,9 @@ func (o *Options) Run(ctx context.Context) error {
 		where := "in " + o.Namespace + " namespace"
 		if o.AllNamespaces {
 			where = "in any namespace"
+		}
+		if o.sources.cluster != "" {
+			where += " of cluster " + o.sources.cluster
 		}
 		fmt.Fprintf(o.ErrOut, "No events found for %s %s.\n", o.Object, where)
 		return nil

@@ -24,7 +24,10 @@ const summaryExample = `  # Which reasons rose this week in the current namespac
   kubectl timeline summary --since=168h --bucket=24h
 
   # Warnings per namespace across the cluster over the last day, hourly, as JSON
-  kubectl timeline summary -A --by=metadata.namespace --field-selector=type=Warning -o json`
+  kubectl timeline summary -A --by=metadata.namespace --field-selector=type=Warning -o json
+
+  # On a fleet's hub: member cluster eu-west-1's reasons over the last day
+  kubectl timeline summary -A --cluster=eu-west-1`
 
 // SummaryFlags is what the user typed after `kubectl timeline summary`.
 type SummaryFlags struct {
@@ -36,6 +39,7 @@ type SummaryFlags struct {
 	Bucket        time.Duration
 	By            []string
 	FieldSelector string
+	Cluster       string
 	Top           int32
 
 	genericiooptions.IOStreams
@@ -54,12 +58,12 @@ func newSummaryCommand(config *genericclioptions.ConfigFlags, streams genericioo
 		IOStreams:   streams,
 	}
 	cmd := &cobra.Command{
-		Use:   "summary [-n NAMESPACE | -A] [--since=DURATION] [--bucket=DURATION] [--by=reason] [--field-selector=SELECTOR] [-o json|yaml]",
+		Use:   "summary [-n NAMESPACE | -A] [--cluster=NAME] [--since=DURATION] [--bucket=DURATION] [--by=reason] [--field-selector=SELECTOR] [-o json|yaml]",
 		Short: "Count Events over time by reason (or other fields), drawn with bars",
 		Long: `Count the Event versions history kept over the window, by reason (or one or two of type,
-regarding.kind, metadata.namespace, reportingController, regarding.name), counted by the server
-(history.eventapiserver.io eventrecordcounts, clustereventrecordcounts with -A): a bar per group
-for its total and a sparkline of its counts per bucket, oldest to newest.`,
+regarding.kind, metadata.namespace, reportingController, regarding.name, cluster), counted by
+the server (history.eventapiserver.io eventrecordcounts, clustereventrecordcounts with -A): a bar
+per group for its total and a sparkline of its counts per bucket, oldest to newest.`,
 		Example:               summaryExample,
 		Args:                  cobra.NoArgs,
 		DisableFlagsInUseLine: true,
@@ -77,8 +81,9 @@ for its total and a sparkline of its counts per bucket, oldest to newest.`,
 	cmd.Flags().BoolVarP(&f.AllNamespaces, "all-namespaces", "A", f.AllNamespaces, "Count across every namespace (needs list on eventrecords across namespaces). Namespace in current context is ignored even if specified with --namespace.")
 	cmd.Flags().DurationVar(&f.Since, "since", f.Since, "Count the Events last seen within this duration before now.")
 	cmd.Flags().DurationVar(&f.Bucket, "bucket", f.Bucket, "The length of one time bucket of the sparkline (buckets start on multiples of it since the Unix epoch).")
-	cmd.Flags().StringSliceVar(&f.By, "by", f.By, "One or two fields to group by: reason, type, regarding.kind, metadata.namespace, reportingController, regarding.name.")
+	cmd.Flags().StringSliceVar(&f.By, "by", f.By, "One or two fields to group by: reason, type, regarding.kind, metadata.namespace, reportingController, regarding.name, cluster.")
 	cmd.Flags().StringVar(&f.FieldSelector, "field-selector", f.FieldSelector, "Count only the Events this eventrecords field selector selects (e.g. type=Warning,regarding.kind=Pod).")
+	cmd.Flags().StringVar(&f.Cluster, "cluster", f.Cluster, "Count only the Events of this cluster (the field selector cluster=NAME): a member of a fleet's hub, or the server's own cluster (its --history-cluster-name).")
 	cmd.Flags().Int32Var(&f.Top, "top", f.Top, "Show the largest this many groups; the rest are counted as other.")
 	return cmd
 }
@@ -103,15 +108,11 @@ func (f *SummaryFlags) ToOptions() (*SummaryOptions, error) {
 		BucketSize: metav1.Duration{Duration: f.Bucket},
 		Top:        f.Top,
 	}}
-	// since= is the window's own label: after the user's selector, so
-	// that the flag says where the window starts.
-	window := "since=" + f.Since.String()
-	if f.FieldSelector != "" {
-		window = f.FieldSelector + "," + window
+	var err error
+	if o.Spec.FieldSelector, err = f.fieldSelector(); err != nil {
+		return nil, err
 	}
-	o.Spec.FieldSelector = window
 	if !f.AllNamespaces {
-		var err error
 		if o.Namespace, _, err = f.ConfigFlags.ToRawKubeConfigLoader().Namespace(); err != nil {
 			return nil, err
 		}
@@ -129,6 +130,23 @@ func (f *SummaryFlags) ToOptions() (*SummaryOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// fieldSelector is the user's selector, then --cluster's and the window's
+// own labels: after the user's, so that the flags say where the window
+// starts and which cluster is counted.
+func (f *SummaryFlags) fieldSelector() (string, error) {
+	selector := []string{}
+	if f.FieldSelector != "" {
+		selector = append(selector, f.FieldSelector)
+	}
+	if f.Cluster != "" {
+		if err := validCluster(f.Cluster); err != nil {
+			return "", err
+		}
+		selector = append(selector, clusterSelector(f.Cluster).String())
+	}
+	return strings.Join(append(selector, "since="+f.Since.String()), ","), nil
 }
 
 // Run asks the server and prints its answer.

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,32 @@ func TestPrintSummary(t *testing.T) {
 		"(other)   1       █████                                      \n"
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestSummaryFieldSelector(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flags   SummaryFlags
+		want    string
+		wantErr string
+	}{
+		{"the window alone", SummaryFlags{Since: 24 * time.Hour}, "since=24h0m0s", ""},
+		{"the user's selector first", SummaryFlags{Since: time.Hour, FieldSelector: "type=Warning"}, "type=Warning,since=1h0m0s", ""},
+		{"the cluster after it", SummaryFlags{Since: time.Hour, FieldSelector: "type=Warning", Cluster: "eu-west-1"}, "type=Warning,cluster=eu-west-1,since=1h0m0s", ""},
+		{"no cluster has such a name", SummaryFlags{Since: time.Hour, Cluster: "EU_west"}, "", `--cluster "EU_west": a lowercase RFC 1123 label`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.flags.fieldSelector()
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

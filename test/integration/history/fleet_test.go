@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
 	"github.com/eventapiserver/event-apiserver/pkg/standalone"
 	"github.com/eventapiserver/event-apiserver/test/integration/framework"
@@ -48,7 +51,8 @@ import (
 // written in b afterwards is not captured, one in c is). Last, c's
 // kube-apiserver is stopped for two minutes: the hub stays ready and still
 // captures a; once c is back, every version c served before and after is in
-// history exactly once.
+// history exactly once. In between, kubectl timeline --cluster tells the
+// story, the feed, a search and a summary of one pod name of a and b apart.
 func TestFleet(t *testing.T) {
 	t.Parallel()
 	// Each wait bounds itself; the test as a whole takes minutes.
@@ -176,6 +180,84 @@ func TestFleet(t *testing.T) {
 			"-o", "jsonpath={.items[0].metadata.name}"))
 		if resp := get(inApps+"/"+name, nil); resp.Code != http.StatusNotFound {
 			t.Errorf("b's reader gets a's record %s: %d %s, want 404", name, resp.Code, resp.Body)
+		}
+	})
+
+	t.Run("kubectl timeline --cluster", func(t *testing.T) {
+		// One pod name in a and b: --cluster tells their stories apart.
+		const ns, pod = "timeline", "web-shared"
+		for _, name := range []string{"a", "b"} {
+			if _, err := clusters[name].Client(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		recordFleetEvents(ctx, t, hubCluster, ns, pod, "Scheduled", 1)
+		recordFleetEvents(ctx, t, clusters["b"].Client(t), ns, pod, "BackOff", 2)
+		waitRecords("the shared pod's", "regarding.name="+pod+",cluster in (a,b)", "a/"+pod+"/Scheduled/1", "b/"+pod+"/BackOff/1", "b/"+pod+"/BackOff/2")
+		plugin, err := testbed.TimelineBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		timeline := func(args ...string) string {
+			t.Helper()
+			stdout, stderr, err := framework.KubectlAt(t, plugin, kubeconfig, nil, args...)
+			if err != nil {
+				t.Fatalf("kubectl-timeline %s: %v\n%s\n%s", strings.Join(args, " "), err, stdout, stderr)
+			}
+			return stdout
+		}
+		// story is cluster/reason/count of each Event the timeline shows.
+		story := func(args ...string) []string {
+			t.Helper()
+			var list historyv1alpha1.EventRecordList
+			// None found is said on stderr, as kubectl events says it.
+			if out := timeline(append(args, "-o", "json")...); out != "" {
+				if err := json.Unmarshal([]byte(out), &list); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for _, r := range list.Items {
+				got = append(got, fmt.Sprintf("%s/%s/%d", r.Cluster, r.Event.Reason, r.Event.DeprecatedCount))
+			}
+			return got
+		}
+		for _, tc := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"--cluster=b"}, []string{"b/BackOff/2"}},
+			// The hub's own cluster, by the name its records carry.
+			{[]string{"--cluster=a"}, []string{"a/Scheduled/1"}},
+			{[]string{"--cluster=b", "--since=1h", "--search=occurrence of backoff"}, []string{"b/BackOff/2"}},
+			{[]string{"--cluster=c"}, nil},
+		} {
+			if got := story(append([]string{"pod/" + pod, "-n", ns}, tc.args...)...); !slices.Equal(got, tc.want) {
+				t.Errorf("kubectl timeline pod/%s %v: %v, want %v", pod, tc.args, got, tc.want)
+			}
+		}
+		// summary counts versions: b's two BackOffs.
+		var count historyv1alpha1.ClusterEventRecordCount
+		if err := json.Unmarshal([]byte(timeline("summary", "-A", "--cluster=b", "--field-selector=regarding.name="+pod, "-o", "json")), &count); err != nil {
+			t.Fatal(err)
+		}
+		if got := count.Status.Groups; count.Status.Total != 2 || len(got) != 1 || !slices.Equal(got[0].Values, []string{"BackOff"}) {
+			t.Errorf("kubectl timeline summary --cluster=b: total %d, groups %+v; want BackOff's 2", count.Status.Total, got)
+		}
+
+		// The feed: b's next Event shows, a's (written first) does not.
+		watch := framework.StartCommandWatch(t, plugin, kubeconfig, "pod/"+pod, "-n", ns, "--cluster=b", "-w")
+		if err := watch.WaitPrinted(ctx, "BackOff", "2"); err != nil {
+			t.Fatalf("kubectl timeline --cluster=b -w has not shown b's story: %v\n%s\n%s", err, watch.Output(), watch.Stderr())
+		}
+		recordFleetEvents(ctx, t, hubCluster, ns, pod, "Unhealthy", 1)
+		waitRecords("a's Unhealthy", "regarding.name="+pod+",reason=Unhealthy,cluster=a", "a/"+pod+"/Unhealthy/1")
+		recordFleetEvents(ctx, t, clusters["b"].Client(t), ns, pod, "Pulled", 1)
+		if err := watch.WaitPrinted(ctx, "Pulled"); err != nil {
+			t.Fatalf("kubectl timeline --cluster=b -w has not shown b's Pulled: %v\n%s\n%s", err, watch.Output(), watch.Stderr())
+		}
+		if out := watch.Output(); strings.Contains(out, "Unhealthy") || strings.Contains(out, "Scheduled") {
+			t.Errorf("kubectl timeline --cluster=b -w shows a's Events:\n%s", out)
 		}
 	})
 
