@@ -1,0 +1,505 @@
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/eventapiserver/event-apiserver/internal/pgtest"
+	"github.com/eventapiserver/event-apiserver/internal/testbed"
+	"github.com/eventapiserver/event-apiserver/pkg/history/fleet"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// TestFleetCaptureBench is the fleet benchmark of docs/benchmarks.md, not a
+// test: set EVENT_APISERVER_FLEET_BENCH=1 (hack/bench-fleet.sh does, under
+// the machine's benchmark lock). A hub on PostgreSQL captures member
+// clusters, each a real kube-apiserver v1.36.3; to fit the machine, the
+// members share EVENT_APISERVER_FLEET_BENCH_ETCDS etcds (default 1), each
+// member under its own --etcd-prefix. Stages (EVENT_APISERVER_FLEET_BENCH_STAGES,
+// default "10x100": members x Events/s each) run in order, members joining
+// the fleet as a stage needs them; in each, every member's writer creates
+// kubelet-like core/v1 Events at its rate (open loop: a create not sent on
+// time is counted as missed, not delayed) for
+// EVENT_APISERVER_FLEET_BENCH_SECONDS (default 60) after 10 s of warm-up.
+// Every 500 ms it scrapes the hub's /metrics: capture_lag_seconds per member
+// (the age of the oldest change received and not yet stored) and
+// capture_revision, which, against the newest resourceVersion each writer
+// was answered, gives the end-to-end lag from create to stored (to the
+// 500 ms of a sample). It reports both lags' p50/p99/max, the creates
+// achieved, the hub's CPU (ms/s) and RSS in all and per member (above
+// the hub's own with no member, measured first), PostgreSQL's
+// and the members' (kube-apiservers and etcd) CPU, the machine's, and
+// whether the lag grew through the window (the last third's mean end-to-end
+// lag above twice the first third's and above 2 s) or capture drained within
+// 30 s of the writers stopping.
+func TestFleetCaptureBench(t *testing.T) {
+	if os.Getenv("EVENT_APISERVER_FLEET_BENCH") != "1" {
+		t.Skip("a benchmark: set EVENT_APISERVER_FLEET_BENCH=1 (hack/bench-fleet.sh)")
+	}
+	framework.Exclusive(t)
+	ctx := context.Background()
+	stages := parseFleetStages(t, os.Getenv("EVENT_APISERVER_FLEET_BENCH_STAGES"))
+	window := time.Duration(framework.BenchEnvInt(t, "EVENT_APISERVER_FLEET_BENCH_SECONDS", 60)) * time.Second
+	etcds := make([]*framework.Etcd, framework.BenchEnvInt(t, "EVENT_APISERVER_FLEET_BENCH_ETCDS", 1))
+	for i := range etcds {
+		etcds[i] = framework.StartEtcd(t)
+	}
+	most := 0
+	for _, s := range stages {
+		most = max(most, s.members)
+	}
+
+	dsn := pgtest.Start(t)
+	// The hub's own cluster has its own etcd: its Secrets and token
+	// reviews are not what is measured.
+	hubCluster := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	const fleetNamespace = "event-history-fleet"
+	if _, err := hubCluster.Client(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The server's defaults for batches (the framework's are small, for
+	// tests that kill it mid-batch).
+	hub := framework.StartHistoryOnlyReplica(t, hubCluster, []string{"--history-store=postgres", "--history-dsn=" + dsn,
+		"--history-cluster-name=hub", "--history-fleet-namespace=" + fleetNamespace,
+		"--history-batch-interval=1s", "--history-batch-size=500"})
+	postgres := postmasterPID(t, dsn)
+	// The hub with no member: what a member's share is measured against.
+	idleCPU0 := mustCPU(t, hub.Proc.PID())
+	time.Sleep(10 * time.Second)
+	idleCPU := float64((mustCPU(t, hub.Proc.PID()) - idleCPU0).Milliseconds()) / 10
+	idleRSS, err := testbed.RSS(hub.Proc.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("hub without members: CPU %.0f ms/s, RSS %.0f MiB", idleCPU, float64(idleRSS)/(1<<20))
+
+	var members []*fleetBenchMember
+	join := func(n int) {
+		for len(members) < n {
+			i := len(members)
+			kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{
+				EtcdServers: etcds[i%len(etcds)].ClientURL(),
+				ExtraFlags:  []string{fmt.Sprintf("--etcd-prefix=/member-%d", i)},
+			})
+			m := &fleetBenchMember{name: fmt.Sprintf("m%d", i), kube: kube}
+			config := kube.RestConfig()
+			// The writer's pace is the stage's, not client-go's default limit.
+			config.QPS, config.Burst = -1, 0
+			client, err := kubernetes.NewForConfig(config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.client = client
+			if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			secret := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "member-" + m.name, Namespace: fleetNamespace, Labels: map[string]string{fleet.MemberLabel: m.name}},
+				Data:       map[string][]byte{fleet.KubeconfigKey: eventReaderKubeconfig(ctx, t, kube)},
+			}
+			if _, err := hubCluster.Client(t).CoreV1().Secrets(fleetNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			members = append(members, m)
+		}
+		for _, m := range members[:n] {
+			err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 2*time.Minute, true, func(context.Context) (bool, error) {
+				return hub.Metric(t, `event_apiserver_history_capture_revision{source="`+fleet.SourcePrefix+m.name+`"}`) > 0, nil
+			})
+			if err != nil {
+				t.Fatalf("member %s's capture has not started: %v", m.name, err)
+			}
+		}
+	}
+
+	for _, stage := range stages {
+		join(stage.members)
+		active := members[:stage.members]
+		load, err := os.ReadFile("/proc/loadavg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var writers sync.WaitGroup
+		for _, m := range active {
+			writers.Add(1)
+			go func() { defer writers.Done(); m.write(ctx, stage.rate, stop) }()
+		}
+		time.Sleep(10 * time.Second) // warm-up: capture of the first creates, connections
+		cpu := func() (hubCPU, pgCPU, membersCPU time.Duration) {
+			hubCPU = mustCPU(t, hub.Proc.PID())
+			pgCPU = processTreeCPU(t, postgres)
+			for _, m := range active {
+				membersCPU += mustCPU(t, m.kube.Process().PID())
+			}
+			for _, e := range etcds {
+				membersCPU += mustCPU(t, e.Process().PID())
+			}
+			return
+		}
+		hub0, pg0, members0 := cpu()
+		busy0, total0 := machineCPU(t)
+		for _, m := range active {
+			m.mark()
+		}
+		start := time.Now()
+		var samples []fleetBenchSample
+		var maxRSS int64
+		for time.Since(start) < window {
+			samples = append(samples, sampleFleet(t, hub, active))
+			rss, err := testbed.RSS(hub.Proc.PID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxRSS = max(maxRSS, rss)
+			time.Sleep(500 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		hub1, pg1, members1 := cpu()
+		busy1, total1 := machineCPU(t)
+		var created, missed int64
+		var latencies []time.Duration
+		for _, m := range active {
+			c, ms, l := m.since()
+			created, missed = created+c, missed+ms
+			latencies = append(latencies, l...)
+		}
+		close(stop)
+		writers.Wait()
+		// Drain: how long after the writers stopped until history holds
+		// every version they were answered.
+		stopped := time.Now()
+		drained := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			s := sampleFleet(t, hub, active)
+			for i, m := range active {
+				if s.captured[i] < m.newest.Load() {
+					return false, nil
+				}
+			}
+			return true, nil
+		}) == nil
+		drain := time.Since(stopped)
+
+		var lag, e2e []float64
+		for i, s := range samples {
+			lag = append(lag, s.lag...)
+			for j := range active {
+				e2e = append(e2e, endToEnd(samples, i, j))
+			}
+		}
+		grew := growing(samples, len(active))
+		perSecond := func(d time.Duration) float64 { return float64(d.Milliseconds()) / elapsed.Seconds() }
+		slices.Sort(latencies)
+		verdict := "bounded"
+		if grew || !drained {
+			verdict = "GROWING"
+		}
+		t.Logf("stage %dx%d/s (load before %s): creates %.0f/s of %d/s (missed %d, create p99 %v); "+
+			"hub lag_seconds p50 %.2f p99 %.2f max %.2f s; end-to-end p50 %.1f p99 %.1f max %.1f s; "+
+			"hub CPU %.0f ms/s (%.1f per member above the idle hub's), RSS max %.0f MiB (%.1f per member above the idle hub's); PostgreSQL %.0f ms/s; "+
+			"members' kube-apiservers+etcd %.0f ms/s; machine busy %.0f%%; drained %v after stop (%v); %s",
+			stage.members, stage.rate, strings.Join(strings.Fields(string(load))[:3], " "), float64(created)/elapsed.Seconds(), stage.members*stage.rate, missed, percentile(latencies, 0.99).Round(time.Millisecond),
+			pct(lag, 0.5), pct(lag, 0.99), pct(lag, 1), pct(e2e, 0.5), pct(e2e, 0.99), pct(e2e, 1),
+			perSecond(hub1-hub0), (perSecond(hub1-hub0)-idleCPU)/float64(stage.members), float64(maxRSS)/(1<<20), float64(maxRSS-idleRSS)/(1<<20)/float64(stage.members),
+			perSecond(pg1-pg0), perSecond(members1-members0), 100*float64(busy1-busy0)/float64(total1-total0),
+			drain.Round(100*time.Millisecond), drained, verdict)
+	}
+}
+
+// fleetBenchStage is one stage: members writing rate Events/s each.
+type fleetBenchStage struct{ members, rate int }
+
+func parseFleetStages(t *testing.T, s string) []fleetBenchStage {
+	t.Helper()
+	if s == "" {
+		s = "10x100"
+	}
+	var stages []fleetBenchStage
+	for _, f := range strings.Split(s, ",") {
+		m, r, ok := strings.Cut(strings.TrimSpace(f), "x")
+		members, err1 := strconv.Atoi(m)
+		rate, err2 := strconv.Atoi(r)
+		if !ok || err1 != nil || err2 != nil || members <= 0 || rate <= 0 {
+			t.Fatalf("EVENT_APISERVER_FLEET_BENCH_STAGES %q: want MEMBERSxRATE[,...], e.g. 10x100,10x200", s)
+		}
+		stages = append(stages, fleetBenchStage{members, rate})
+	}
+	return stages
+}
+
+// fleetBenchMember is one member cluster and its writer.
+type fleetBenchMember struct {
+	name   string
+	kube   *framework.KubeAPIServer
+	client kubernetes.Interface
+	seq    atomic.Int64
+	// newest is the highest resourceVersion a create was answered with.
+	newest          atomic.Int64
+	created, missed atomic.Int64
+	mu              sync.Mutex
+	latencies       []time.Duration
+	// at mark: the counts the window starts from.
+	created0, missed0 int64
+	latencies0        int
+}
+
+func (m *fleetBenchMember) mark() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.created0, m.missed0, m.latencies0 = m.created.Load(), m.missed.Load(), len(m.latencies)
+}
+
+func (m *fleetBenchMember) since() (created, missed int64, latencies []time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.created.Load() - m.created0, m.missed.Load() - m.missed0, slices.Clone(m.latencies[m.latencies0:])
+}
+
+// write creates rate Events a second until stop: a ticker hands each create
+// to one of a pool of senders, and a tick no sender is free for is missed
+// (an open loop, as kubelets do not slow down for a slow apiserver).
+func (m *fleetBenchMember) write(ctx context.Context, rate int, stop <-chan struct{}) {
+	senders := max(4, rate/10)
+	work := make(chan struct{}, senders)
+	var wg sync.WaitGroup
+	for w := 0; w < senders; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				i := m.seq.Add(1)
+				now := metav1.Now()
+				pod := fmt.Sprintf("pod-%d", i%500)
+				t0 := time.Now()
+				created, err := m.client.CoreV1().Events("load").Create(ctx, &corev1.Event{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%d", pod, i)},
+					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "load", Name: pod,
+						UID: types.UID(fmt.Sprintf("uid-%d", i%500)), APIVersion: "v1"},
+					Reason: "Pulled", Message: "Container image \"registry.k8s.io/pause:3.10\" already present on machine",
+					Type: corev1.EventTypeNormal, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+					Source: corev1.EventSource{Component: "kubelet", Host: fmt.Sprintf("node-%d", i%50)},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					m.missed.Add(1)
+					continue
+				}
+				latency := time.Since(t0)
+				rv, _ := strconv.ParseInt(created.ResourceVersion, 10, 64)
+				for {
+					old := m.newest.Load()
+					if rv <= old || m.newest.CompareAndSwap(old, rv) {
+						break
+					}
+				}
+				m.created.Add(1)
+				m.mu.Lock()
+				m.latencies = append(m.latencies, latency)
+				m.mu.Unlock()
+			}
+		}()
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	defer wg.Wait()
+	defer close(work)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			select {
+			case work <- struct{}{}:
+			default:
+				m.missed.Add(1)
+			}
+		}
+	}
+}
+
+// fleetBenchSample is one scrape of the hub: per active member, its
+// capture_lag_seconds, its capture_revision, and the newest resourceVersion
+// its writer had been answered with just before.
+type fleetBenchSample struct {
+	at                time.Time
+	lag               []float64
+	captured, written []int64
+}
+
+func sampleFleet(t *testing.T, hub *framework.HistoryOnlyReplica, members []*fleetBenchMember) fleetBenchSample {
+	t.Helper()
+	s := fleetBenchSample{at: time.Now()}
+	for _, m := range members {
+		s.written = append(s.written, m.newest.Load())
+	}
+	resp := hub.Client.Do(t, http.MethodGet, "/metrics", nil, nil)
+	if resp.Code != http.StatusOK {
+		t.Fatalf("hub /metrics: %d %s", resp.Code, resp.Body)
+	}
+	values := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(resp.Body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "event_apiserver_history_capture_lag_seconds{") && !strings.HasPrefix(line, "event_apiserver_history_capture_revision{") {
+			continue
+		}
+		series, value, _ := strings.Cut(line, " ")
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("hub metric %q: %v", line, err)
+		}
+		values[series] = v
+	}
+	for _, m := range members {
+		source := `{source="` + fleet.SourcePrefix + m.name + `"}`
+		s.lag = append(s.lag, values["event_apiserver_history_capture_lag_seconds"+source])
+		s.captured = append(s.captured, int64(values["event_apiserver_history_capture_revision"+source]))
+	}
+	return s
+}
+
+// endToEnd is how long member j's newest version at sample i took to be
+// stored: until the first sample whose captured revision reached it (the
+// window's end when none did, a lower bound).
+func endToEnd(samples []fleetBenchSample, i, j int) float64 {
+	want := samples[i].written[j]
+	for _, s := range samples[i:] {
+		if s.captured[j] >= want {
+			return s.at.Sub(samples[i].at).Seconds()
+		}
+	}
+	return samples[len(samples)-1].at.Sub(samples[i].at).Seconds()
+}
+
+// growing says whether the end-to-end lag rose through the window: the
+// last third's mean above twice the first third's and above 2 s.
+func growing(samples []fleetBenchSample, members int) bool {
+	third := len(samples) / 3
+	if third == 0 {
+		return false
+	}
+	mean := func(from, to int) float64 {
+		var sum float64
+		for i := from; i < to; i++ {
+			for j := 0; j < members; j++ {
+				sum += endToEnd(samples, i, j)
+			}
+		}
+		return sum / float64((to-from)*members)
+	}
+	// The last third ends where the window ends, where endToEnd of a
+	// version not yet stored is cut short: compare the middle third.
+	first, last := mean(0, third), mean(third, 2*third)
+	return last > 2*first && last > 2
+}
+
+func pct(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+func mustCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	d, err := testbed.CPUTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// postmasterPID reads the PostgreSQL server's pid from its data directory
+// (pgtest's dsn names the directory as its socket host).
+func postmasterPID(t *testing.T, dsn string) int {
+	t.Helper()
+	var dir string
+	for _, f := range strings.Fields(dsn) {
+		if v, ok := strings.CutPrefix(f, "host="); ok {
+			dir = v
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// processTreeCPU is the CPU time of pid and its children (PostgreSQL's
+// backends are the postmaster's children), those still running.
+func processTreeCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	total := mustCPU(t, pid)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name: state, ppid, ...
+		i := bytes.LastIndexByte(stat, ')')
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			if d, err := testbed.CPUTime(child); err == nil {
+				total += d
+			}
+		}
+	}
+	return total
+}
+
+// machineCPU is the machine's busy and total jiffies (/proc/stat's cpu line).
+func machineCPU(t *testing.T) (busy, total int64) {
+	t.Helper()
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total
+}
