@@ -140,6 +140,9 @@ var helmCases = []helmCase{
 		overlays: []string{"overlays/history-only+monitoring"}, kinds: []string{"ServiceMonitor", "PrometheusRule"}},
 	{name: "aggregated-networkpolicy", set: []string{"mode=aggregated", "networkPolicy.enabled=true", "networkPolicy.kubeAPIServerCIDRs={192.0.2.0/24}"},
 		overlays: []string{"overlays/aggregated+networkpolicy"}, kinds: []string{"NetworkPolicy"}},
+	// docs/fleet.md's install.
+	{name: "fleet-hub", set: []string{"history.store=postgres", "fleet.enabled=true"},
+		overlays: []string{"overlays/fleet-hub"}, kinds: []string{"APIService", "Role", "RoleBinding"}},
 	{name: "history-only-cert-manager", set: []string{"certManager.enabled=true"}, kinds: []string{"Issuer", "Certificate"}},
 	{name: "aggregated-cert-manager-issuer", set: []string{"mode=aggregated", "certManager.enabled=true",
 		"certManager.issuerRef.name=cluster-ca", "certManager.issuerRef.kind=ClusterIssuer"}, kinds: []string{"Certificate"}},
@@ -203,6 +206,11 @@ func TestHelmLint(t *testing.T) {
 			"certManager.enabled=true needs mode=history-only or aggregated"},
 		{"monitoring in standalone", []string{"mode=standalone", "monitoring.enabled=true"}, []string{"/monitoring/enabled", "must be false"},
 			"monitoring.enabled=true needs mode=history-only or aggregated"},
+		{"a fleet on SQLite", []string{"fleet.enabled=true"}, []string{"/history/store", "postgres"},
+			"fleet.enabled=true needs history.store=postgres"},
+		{"a fleet outside history-only", []string{"mode=aggregated", "history.store=postgres", "fleet.enabled=true"}, []string{"/mode", "history-only"},
+			"fleet.enabled=true needs mode=history-only"},
+		{"a fleet namespace no cluster can have", []string{"history.store=postgres", "fleet.enabled=true", "fleet.namespace=Fleet_1"}, []string{"/fleet/namespace"}, ""},
 		{"network policy admitting nobody", []string{"networkPolicy.enabled=true"}, []string{"/networkPolicy/kubeAPIServerCIDRs", "minItems"},
 			"networkPolicy.enabled=true needs networkPolicy.kubeAPIServerCIDRs"},
 	} {
@@ -266,9 +274,12 @@ func TestHelmTemplateDryRun(t *testing.T) {
 	installCRDFixtures(t, kube)
 	// helm install --create-namespace makes it; a server-side dry run of
 	// namespaced objects needs it to exist.
-	if _, err := kube.Client(t).CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// The fleet's namespace too, which its docs create before the install.
+	for _, ns := range []string{deployNamespace, fleetNamespace} {
+		if _, err := kube.Client(t).CoreV1().Namespaces().Create(context.Background(),
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	always := []string{"ServiceAccount", "Deployment", "Service"}
 	for _, c := range helmCases {

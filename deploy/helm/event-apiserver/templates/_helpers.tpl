@@ -200,6 +200,12 @@ which every mode has.
 {{- if and $v.etcd.staticPods (ne $v.mode "aggregated") -}}
 {{- fail (printf "etcd.staticPods=true needs mode=aggregated (mode=%s uses no events etcd)" $v.mode) -}}
 {{- end -}}
+{{- if and $v.fleet.enabled (ne $v.mode "history-only") -}}
+{{- fail (printf "fleet.enabled=true needs mode=history-only (mode=%s): a fleet's hub captures its members through their APIs, as history-only captures its own cluster" $v.mode) -}}
+{{- end -}}
+{{- if and $v.fleet.enabled (ne (include "event-apiserver.historyStore" .) "postgres") -}}
+{{- fail "fleet.enabled=true needs history.store=postgres: SQLite keeps one version per namespace, Event name and resourceVersion, which two member clusters' Events may share, so the server refuses a fleet on SQLite" -}}
+{{- end -}}
 {{- if and $v.networkPolicy.enabled (not $v.networkPolicy.kubeAPIServerCIDRs) -}}
 {{- fail "networkPolicy.enabled=true needs networkPolicy.kubeAPIServerCIDRs: the addresses kube-apiserver connects from (it usually runs on the host network, which no pod selector matches)" -}}
 {{- end -}}
