@@ -141,7 +141,7 @@ func (f *Flags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&f.Types, "types", f.Types, "Output only events of given types.")
 	cmd.Flags().StringVar(&f.Search, "search", f.Search, "Output only Events whose note (message) holds this text, ignoring case; history answers it from its index "+
 		"(the field selector note.contains=TEXT). Needs --since, within the server's --history-max-query-window, and three letters or digits in a row.")
-	cmd.Flags().StringVar(&f.Cluster, "cluster", f.Cluster, "Only the Events of this cluster, read from history (the field selector cluster=NAME): a member of a fleet's hub, or the server's own cluster (its --history-cluster-name). Reading a member's needs get on its name in the virtual resource clusters.history.eventapiserver.io.")
+	cmd.Flags().StringVar(&f.Cluster, "cluster", f.Cluster, "Only the Events of this cluster, read from history (the field selector cluster=NAME): a member of a fleet's hub, or the server's own cluster (its --history-cluster-name). Reading a member's needs get on its name in the virtual resource clusters.history.eventapiserver.io. Not with --web.")
 	cmd.Flags().BoolVar(&f.NoHeaders, "no-headers", f.NoHeaders, "When using the default output format, don't print headers.")
 	cmd.Flags().Int64Var(&f.ChunkSize, "chunk-size", f.ChunkSize, "Return large lists in chunks rather than all at once. Pass 0 to disable.")
 	cmd.Flags().BoolVar(&f.Web, "web", f.Web, "Serve the timeline as a page in the browser, on 127.0.0.1 only, at a URL with a random token, until Ctrl-C: one lane per incarnation, each Event a mark, a series a bar, zoomable, with a table view; the objects it owns are folded in. With -w the page shows new Events as they happen.")
