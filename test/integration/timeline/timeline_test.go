@@ -416,6 +416,11 @@ func TestTimelineWithoutHistory(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "Scheduled") || !strings.Contains(lines[1], "uid-live") {
 		t.Errorf("stdout does not show the live Event:\n%s", stdout)
 	}
+	// --cluster reads history alone: the live Events cannot say whose they are.
+	if out, errOut, err := framework.KubectlAt(t, plugin, server.Kubeconfig, nil, "pod/web-0", "-n", ns, "--cluster=kubernetes"); err == nil ||
+		!strings.Contains(errOut, "--cluster reads history: history is not installed on this server") || strings.Contains(out, "Scheduled") {
+		t.Errorf("kubectl timeline --cluster without history: %v\n%s\n%s", err, out, errOut)
+	}
 
 	// -w follows the live Events instead of history's feed.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
