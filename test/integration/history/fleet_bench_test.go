@@ -38,7 +38,8 @@ import (
 // default "10x100": members x Events/s each) run in order, members joining
 // the fleet as a stage needs them; in each, every member's writer creates
 // kubelet-like core/v1 Events at its rate (open loop: a create not sent on
-// time is counted as missed, not delayed) for
+// time is counted as missed, not delayed; a ticker starved of CPU drops ticks
+// uncounted, so the creates answered are the rate to read) for
 // EVENT_APISERVER_FLEET_BENCH_SECONDS (default 60) after 10 s of warm-up.
 // Every 500 ms it scrapes the hub's /metrics: capture_lag_seconds per member
 // (the age of the oldest change received and not yet stored) and
