@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
@@ -32,8 +33,11 @@ type sources struct {
 	// objects the page's owner tree found, whose own incarnations are not
 	// the story. The live API takes one (kube-apiserver has no set
 	// selectors), history up to maxSetValues.
-	uids      []string
-	filter    timeline.Filter
+	uids   []string
+	filter timeline.Filter
+	// cluster, where set, narrows history to one cluster's records
+	// (--cluster); the live Events are then not read.
+	cluster   string
 	chunkSize int64
 }
 
@@ -81,6 +85,9 @@ func (s *sources) historySelector() string {
 	if !s.filter.Since.IsZero() {
 		selectors = append(selectors, fields.OneTermEqualSelector("since", s.filter.Since.UTC().Format(time.RFC3339Nano)))
 	}
+	if s.cluster != "" {
+		selectors = append(selectors, clusterSelector(s.cluster))
+	}
 	if s.filter.Search != "" {
 		// The live Events API has no text search: those are matched here
 		// (timeline.Filter.Match), the same way.
@@ -94,6 +101,21 @@ func (s *sources) historySelector() string {
 		return prefix
 	}
 	return prefix + "," + rest
+}
+
+// clusterSelector is history's field selector for one cluster's records.
+func clusterSelector(name string) fields.Selector {
+	return fields.OneTermEqualSelector("cluster", name)
+}
+
+// validCluster refuses, before any request, a name no cluster has: the
+// server names clusters by DNS labels (--history-cluster-name and the
+// fleet's members) and would answer such a selector with nothing.
+func validCluster(name string) error {
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return fmt.Errorf("--cluster %q: %s", name, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // listLive lists the live Events page by page and returns the

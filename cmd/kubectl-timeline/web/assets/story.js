@@ -31,6 +31,7 @@ export class StoryView {
     const p = { kind: q.kind, name: q.name, group: q.group || '', tree: String(!!q.tree) };
     if (q.allNamespaces) p.allNamespaces = 'true';
     else p.namespace = q.namespace;
+    if (q.cluster) p.cluster = q.cluster;
     if (this.config.since) p.since = String(this.config.since);
     if (this.config.types && this.config.types.length) p.types = this.config.types.join(',');
     return p;
@@ -173,7 +174,8 @@ export class StoryView {
 
   where() {
     const q = this.query;
-    return q.allNamespaces ? 'in every namespace' : `in namespace ${q.namespace}`;
+    const where = q.allNamespaces ? 'in every namespace' : `in namespace ${q.namespace}`;
+    return q.cluster ? `${where} of cluster ${q.cluster}` : where;
   }
 
   draw() {
