@@ -184,6 +184,62 @@ func testTimelineWebOverview(t *testing.T, ctx context.Context, c *framework.Agg
 		waitPage(t, tab, `document.querySelector('p.query').dataset.by === 'reason'`)
 	})
 
+	t.Run("beyond the largest groups, other is the rest of each bucket", func(t *testing.T) {
+		tab := browser.open(t, page.url+"#events?namespace="+ns+"&top=2")
+		waitPage(t, tab, `document.body.dataset.state === 'ready' && document.querySelector('p.query').dataset.top === '2'`)
+		counts := readPageCounts(t, tab)
+		status := compareToAPI(t, ctx, c.Kube.RestConfig(), ns, counts)
+		if status.Other == 0 {
+			t.Fatalf("two groups leave no other: %+v", status)
+		}
+		// Each bucket's whole, from the API by type: the page's groups and
+		// other add up to it.
+		client, err := historyclient.NewForConfig(c.Kube.RestConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		byType, err := client.EventRecordCounts(ns).Create(ctx, &historyv1alpha1.EventRecordCount{Spec: historyv1alpha1.EventRecordCountSpec{
+			FieldSelector: counts.FieldSelector, GroupBy: []string{"type"}, BucketSize: metav1.Duration{Duration: time.Hour}, Top: 100}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var others int64
+		for i, b := range byType.Status.Buckets {
+			var whole, shown int64
+			for _, n := range b.Counts {
+				whole += n
+			}
+			for _, n := range counts.Buckets[i].Counts {
+				shown += n
+			}
+			if shown+counts.Buckets[i].Other != whole {
+				t.Errorf("bucket %d: the page shows %d in groups and %d other, the API counts %d", i, shown, counts.Buckets[i].Other, whole)
+			}
+			others += counts.Buckets[i].Other
+		}
+		if others != status.Other {
+			t.Errorf("the buckets' other add up to %d, the API's other is %d", others, status.Other)
+		}
+		// Other's segment opens the objects of none of the two groups.
+		seg := tab.attributes(t, `.bars .seg[data-group="-1"]`)[0]
+		tab.do(t, chromedp.Focus(chromedp.CSS(fmt.Sprintf(`.bars .seg[data-group="-1"][data-bucket=%q]`, seg["data-bucket"]))), chromedp.KeyEvent(kb.Enter))
+		waitPage(t, tab, `document.querySelector('section.drill').dataset.state === 'ready'`)
+		var sum int
+		for _, r := range tab.attributes(t, "section.drill table.objects tbody tr") {
+			n, _ := strconv.Atoi(r["data-records"])
+			sum += n
+		}
+		if strconv.Itoa(sum) != seg["data-count"] {
+			t.Errorf("other's segment counts %s, its objects %d records", seg["data-count"], sum)
+		}
+		listed := tab.text(t, "section.drill p.query code")
+		for _, g := range counts.Groups {
+			if !strings.Contains(listed, "reason!="+g.Values[0]) {
+				t.Errorf("other's objects listed with %q, not excepting %s", listed, g.Values[0])
+			}
+		}
+	})
+
 	t.Run("a segment opens its objects, and an object its story", func(t *testing.T) {
 		counts := readPageCounts(t, tab)
 		group := slices.IndexFunc(counts.Groups, func(g historyv1alpha1.EventRecordCountGroup) bool { return g.Values[0] == "BackOff" })
@@ -314,4 +370,3 @@ func waitPage(t *testing.T, tab *testTab, condition string) {
 		t.Fatalf("waiting for %s: %v; the page says %q %q", condition, err, tab.text(t, "#notices"), tab.text(t, "#view"))
 	}
 }
-

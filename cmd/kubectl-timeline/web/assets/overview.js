@@ -9,7 +9,7 @@
 // narrows every request to one cluster (cluster=).
 
 import { getJSON, ApiError } from './api.js';
-import { Bars, groupColour, groupLabel, bucketSpan, OTHER_COLOUR } from './bars.js';
+import { Bars, PALETTE, groupColour, groupLabel, bucketSpan, OTHER_COLOUR } from './bars.js';
 import { formatTime } from './scale.js';
 
 const HOUR = 3600e3;
@@ -47,6 +47,8 @@ export class EventsView {
     this.window = windowFor(config, params.get('window'));
     this.search = params.get('search') || '';
     this.cluster = params.get('cluster') || '';
+    // At most as many groups as the palette has colours told apart.
+    this.top = Math.min(PALETTE.length, Math.max(1, Number(params.get('top')) || PALETTE.length));
     this.mode = 'chart';
     this.loads = 0;
   }
@@ -70,6 +72,7 @@ export class EventsView {
     p.set('by', this.by);
     p.set('window', this.window.name);
     if (this.search) p.set('search', this.search);
+    if (this.top !== PALETTE.length) p.set('top', String(this.top));
     history.replaceState(null, '', `#events?${p}`);
   }
 
@@ -262,7 +265,7 @@ export class EventsView {
 
   countParams() {
     const since = Date.now() - this.window.ms;
-    return { ...this.scopeParams(), by: this.by, since: String(since), bucket: String(this.window.bucket) };
+    return { ...this.scopeParams(), by: this.by, since: String(since), bucket: String(this.window.bucket), top: String(this.top) };
   }
 
   async load() {
