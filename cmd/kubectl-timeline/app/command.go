@@ -99,7 +99,9 @@ live Events.
 
 With --web it serves the same story as a page on 127.0.0.1, guarded by a random token in its
 URL, prints the URL and opens a browser where there is one; the page reads the cluster with
-your kubeconfig's identity, through this process, until Ctrl-C.`,
+your kubeconfig's identity, through this process, until Ctrl-C. Without TYPE/NAME, --web serves
+the namespace's Events over time instead (every namespace's with -A), from history's counts,
+from which each object's story opens.`,
 		Example: example,
 		// Help and errors say "kubectl timeline", as the user types it.
 		Annotations:           map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl timeline"},

@@ -41,5 +41,5 @@
 // build step: app.js routes the URL's fragment to a view, story.js is an
 // object's story, model.js its lanes, chart.js and table.js its two
 // renderings, overview.js the Events over time and bars.js its chart,
-// api.js the calls above.
+// api.js the calls above, dom.js what the views share.
 package web

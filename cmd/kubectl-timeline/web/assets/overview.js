@@ -8,7 +8,8 @@
 // have none to count by). On a fleet's hub a picker
 // narrows every request to one cluster (cluster=).
 
-import { getJSON, ApiError } from './api.js';
+import { getJSON } from './api.js';
+import { div, button, notice, errorBox } from './dom.js';
 import { Bars, PALETTE, groupColour, groupLabel, bucketSpan, OTHER_COLOUR } from './bars.js';
 import { formatTime } from './scale.js';
 
@@ -571,47 +572,4 @@ function groupOf(apiVersion) {
 
 function emptyCounts() {
   return { groups: [], buckets: [], since: 0, until: 0, bucket: 1, total: 0, other: 0 };
-}
-
-function div(className, parent) {
-  const d = document.createElement('div');
-  if (className) d.className = className;
-  if (parent) parent.appendChild(d);
-  return d;
-}
-
-function button(text, onClick, parent) {
-  const b = document.createElement('button');
-  b.type = 'button';
-  b.textContent = text;
-  b.addEventListener('click', onClick);
-  parent.appendChild(b);
-  return b;
-}
-
-function notice(parent, kind, lead, text) {
-  const p = document.createElement('p');
-  p.className = `notice ${kind}`;
-  if (lead) {
-    const b = document.createElement('strong');
-    b.textContent = lead;
-    p.appendChild(b);
-  }
-  p.append(text);
-  parent.appendChild(p);
-  return p;
-}
-
-// errorBox shows the API's Status as it said it.
-function errorBox(parent, e, fallback) {
-  const status = e instanceof ApiError ? e.status : { code: 0, reason: '', message: String(e) };
-  const box = div('error', parent);
-  box.setAttribute('role', 'alert');
-  const h = document.createElement('h2');
-  h.textContent = status.code ? `The cluster answered ${status.code}${status.reason ? ` ${status.reason}` : ''}` : fallback;
-  const p = document.createElement('p');
-  p.className = 'message';
-  p.textContent = status.message;
-  box.append(h, p);
-  return box;
 }
