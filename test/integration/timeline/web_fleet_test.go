@@ -29,7 +29,8 @@ import (
 // a's etcd under its own --etcd-prefix, one etcd fewer than TestFleet's
 // shape for the same two clusters' records. The same two Events are
 // written in each. The picker lists a and b; picking b narrows the counts
-// (still the API's numbers), the drill-down and the story to b's records.
+// (still the API's numbers), the drill-down and the story to b's records;
+// with -A the page counts every namespace (ClusterEventRecordCount).
 // A person who may read b only cannot count across clusters: the page
 // offers a field for a cluster's name, shows the API's 403 for a, and b's
 // chart for b.
@@ -161,6 +162,20 @@ func TestTimelineWebFleet(t *testing.T) {
 			t.Errorf("the story's subtitle %q does not name cluster b", sub)
 		}
 		tab.screenshot(t, "timeline-web-story-cluster")
+	})
+
+	t.Run("with -A, every namespace's, from ClusterEventRecordCount", func(t *testing.T) {
+		page := startTimelineWeb(t, ctx, plugin, kubeconfig, "-A")
+		defer page.stop(t)
+		tab := browser.open(t, page.url)
+		counts := readPageCounts(t, tab)
+		compareToAPI(t, ctx, admin, "", counts)
+		if counts.Total != 4 {
+			t.Errorf("every namespace of both clusters counts %d, want 4", counts.Total)
+		}
+		if sub := tab.text(t, "#subtitle"); !strings.HasPrefix(sub, "in every namespace") {
+			t.Errorf("subtitle %q", sub)
+		}
 	})
 
 	t.Run("a reader of b alone names b, and sees the API's 403 for a", func(t *testing.T) {

@@ -66,25 +66,35 @@ func readPageCounts(t *testing.T, tab *testTab) pageCounts {
 }
 
 // compareToAPI asks the counts API the page's own question, as the user,
-// and compares every number the page shows with its answer.
+// and compares every number the page shows with its answer; ns "" for
+// every namespace (ClusterEventRecordCount).
 func compareToAPI(t *testing.T, ctx context.Context, config *rest.Config, ns string, page pageCounts) historyv1alpha1.EventRecordCountStatus {
 	t.Helper()
 	client, err := historyclient.NewForConfig(config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if page.Kind != "EventRecordCount" {
-		t.Fatalf("the page counted with %q, want EventRecordCount in its namespace", page.Kind)
-	}
 	spec := historyv1alpha1.EventRecordCountSpec{
 		FieldSelector: page.FieldSelector, GroupBy: []string{page.By},
 		BucketSize: metav1.Duration{Duration: time.Duration(page.Bucket) * time.Second}, Top: page.Top,
 	}
-	got, err := client.EventRecordCounts(ns).Create(ctx, &historyv1alpha1.EventRecordCount{Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("the counts API, asked %+v: %v", spec, err)
+	var status historyv1alpha1.EventRecordCountStatus
+	switch {
+	case ns == "" && page.Kind == "ClusterEventRecordCount":
+		got, err := client.ClusterEventRecordCounts().Create(ctx, &historyv1alpha1.ClusterEventRecordCount{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the counts API, asked %+v: %v", spec, err)
+		}
+		status = got.Status
+	case ns != "" && page.Kind == "EventRecordCount":
+		got, err := client.EventRecordCounts(ns).Create(ctx, &historyv1alpha1.EventRecordCount{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the counts API, asked %+v: %v", spec, err)
+		}
+		status = got.Status
+	default:
+		t.Fatalf("the page counted with %q in namespace %q", page.Kind, ns)
 	}
-	status := got.Status
 	if page.Total != status.Total || page.Other != status.Other {
 		t.Errorf("the page shows %d in all, %d other; the API %d, %d", page.Total, page.Other, status.Total, status.Other)
 	}
