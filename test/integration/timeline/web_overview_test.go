@@ -176,7 +176,7 @@ func testTimelineWebOverview(t *testing.T, ctx context.Context, c *framework.Agg
 			t.Errorf("%d segments drawn, want %d", n, nonzero)
 		}
 		label := tab.attributes(t, ".bars .seg")[0]["aria-label"]
-		if !strings.Contains(label, "Event versions") {
+		if !strings.Contains(label, "Event version") {
 			t.Errorf("a segment's text alternative: %q", label)
 		}
 		tab.screenshot(t, "timeline-web-overview")
@@ -263,7 +263,7 @@ func testTimelineWebOverview(t *testing.T, ctx context.Context, c *framework.Agg
 		if got := tab.eval(t, `document.activeElement.dataset.bucket`); got != tab.eval(t, `document.querySelector('.bars .seg').dataset.bucket`) {
 			t.Errorf("Home went to bucket %s", got)
 		}
-		if tip := tab.text(t, "#segment-tooltip"); !strings.Contains(tip, "Event versions") {
+		if tip := tab.text(t, "#segment-tooltip"); !strings.Contains(tip, "Event version") {
 			t.Errorf("the focused segment's tooltip: %q", tip)
 		}
 		want := tab.attributes(t, seg)[0]

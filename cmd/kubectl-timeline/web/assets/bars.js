@@ -7,6 +7,7 @@
 // legend and table name every group, so no segment rests on colour alone.
 
 import { formatTime } from './scale.js';
+import { plural } from './dom.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const LEFT = 56;
@@ -88,7 +89,7 @@ export class Bars {
   describe(s) {
     const c = this.counts;
     const name = s.group < 0 ? 'Other' : groupLabel(c.groups[s.group].value);
-    return `${name}, ${bucketSpan(c, s.start)}: ${s.n} Event versions`;
+    return `${name}, ${bucketSpan(c, s.start)}: ${plural(s.n, 'Event version')}`;
   }
 
   draw(counts, summary) {

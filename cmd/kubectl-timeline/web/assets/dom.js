@@ -45,3 +45,8 @@ export function errorBox(parent, e, fallback) {
   box.append(h, p);
   return box;
 }
+
+// plural is n and its noun, in the plural unless n is one.
+export function plural(n, noun) {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}

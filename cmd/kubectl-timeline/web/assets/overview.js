@@ -9,7 +9,7 @@
 // narrows every request to one cluster (cluster=).
 
 import { getJSON } from './api.js';
-import { div, button, notice, errorBox } from './dom.js';
+import { div, button, notice, errorBox, plural } from './dom.js';
 import { Bars, PALETTE, groupColour, groupLabel, bucketSpan, OTHER_COLOUR } from './bars.js';
 import { formatTime } from './scale.js';
 
@@ -356,7 +356,7 @@ export class EventsView {
   draw() {
     const c = this.counts;
     this.status.replaceChildren();
-    const sum = `${c.total} Event versions from ${formatTime(c.since)} to ${formatTime(c.until)}, by ${c.by}, ${c.buckets.length} buckets`;
+    const sum = `${plural(c.total, 'Event version')} from ${formatTime(c.since)} to ${formatTime(c.until)}, by ${c.by}, ${c.buckets.length} buckets`;
     document.getElementById('subtitle').textContent = `${this.where()}: ${sum}`;
     this.legend();
     this.bars.draw(c, `Events over time ${this.where()}: ${sum}. Arrow keys move between the segments; Enter lists their objects.`);
@@ -460,7 +460,7 @@ export class EventsView {
       params.value = c.groups[s.group].value;
       name = groupLabel(params.value);
     }
-    const title = `Objects behind ${name}, ${bucketSpan(c, s.start)} (${s.n} Event versions counted)`;
+    const title = `Objects behind ${name}, ${bucketSpan(c, s.start)} (${plural(s.n, 'Event version')} counted)`;
     this.drillBox.replaceChildren();
     this.drillBox.dataset.state = 'loading';
     try {
@@ -514,7 +514,7 @@ export class EventsView {
     const t = document.createElement('table');
     t.className = 'events objects';
     const cap = document.createElement('caption');
-    cap.textContent = `${objects.objects.length} objects, ${objects.records} records, the most records first`;
+    cap.textContent = `${plural(objects.objects.length, 'object')}, ${plural(objects.records, 'record')}, the most records first`;
     t.appendChild(cap);
     const head = t.createTHead().insertRow();
     const cols = ['Object', 'Namespace', 'Records', 'Warnings', 'Incarnations', 'Last seen'];
