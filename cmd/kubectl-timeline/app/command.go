@@ -46,7 +46,11 @@ const example = `  # Everything that happened to pod/web-0 in the current namesp
   kubectl timeline deployment/web -n shop --web -w
 
   # Counts per reason over the last week, a bar and a daily sparkline each
-  kubectl timeline summary --since=168h --bucket=24h`
+  kubectl timeline summary --since=168h --bucket=24h
+
+  # The namespace's Events over time as stacked bars in the browser, by reason
+  # or type, with a search and a drill-down into each object's story (-A: all)
+  kubectl timeline --web -n shop`
 
 // defaultChunkSize is kubectl's (cmdutil.DefaultChunkSize): the page size
 // of every list.
@@ -104,11 +108,13 @@ not read; without history, --cluster is an error.
 
 With --web it serves the same story as a page on 127.0.0.1, guarded by a random token in its
 URL, prints the URL and opens a browser where there is one; the page reads the cluster with
-your kubeconfig's identity, through this process, until Ctrl-C.`,
+your kubeconfig's identity, through this process, until Ctrl-C. Without TYPE/NAME, --web serves
+the namespace's Events over time instead (every namespace's with -A), from history's counts,
+from which each object's story opens.`,
 		Example: example,
 		// Help and errors say "kubectl timeline", as the user types it.
 		Annotations:           map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl timeline"},
-		Args:                  cobra.RangeArgs(1, 2),
+		Args:                  cobra.RangeArgs(0, 2),
 		DisableFlagsInUseLine: true,
 		SilenceUsage:          true,
 		SilenceErrors:         true,
@@ -144,7 +150,8 @@ func (f *Flags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.Cluster, "cluster", f.Cluster, "Only the Events of this cluster, read from history (the field selector cluster=NAME): a member of a fleet's hub, or the server's own cluster (its --history-cluster-name). Reading a member's needs get on its name in the virtual resource clusters.history.eventapiserver.io. Not with --web.")
 	cmd.Flags().BoolVar(&f.NoHeaders, "no-headers", f.NoHeaders, "When using the default output format, don't print headers.")
 	cmd.Flags().Int64Var(&f.ChunkSize, "chunk-size", f.ChunkSize, "Return large lists in chunks rather than all at once. Pass 0 to disable.")
-	cmd.Flags().BoolVar(&f.Web, "web", f.Web, "Serve the timeline as a page in the browser, on 127.0.0.1 only, at a URL with a random token, until Ctrl-C: one lane per incarnation, each Event a mark, a series a bar, zoomable, with a table view; the objects it owns are folded in. With -w the page shows new Events as they happen.")
+	cmd.Flags().BoolVar(&f.Web, "web", f.Web, "Serve the timeline as a page in the browser, on 127.0.0.1 only, at a URL with a random token, until Ctrl-C: one lane per incarnation, each Event a mark, a series a bar, zoomable, with a table view; the objects it owns are folded in. With -w the page shows new Events as they happen. "+
+		"Without TYPE/NAME, the page shows the namespace's Events over time (every namespace's with -A): stacked bars by reason or type from history's counts, a search of the notes, and from a bar the objects behind it and their stories.")
 	cmd.Flags().IntVar(&f.WebPort, "web-port", f.WebPort, "The port on 127.0.0.1 --web serves on. Default: any free port.")
 	cmd.Flags().BoolVar(&f.Browser, "browser", f.Browser, "With --web, open the page in the default browser, where there is one (a display, or macOS or Windows). --browser=false only prints its URL.")
 

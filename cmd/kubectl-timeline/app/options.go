@@ -61,8 +61,12 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	if mapperErr != nil {
 		mapper = nil
 	}
-	if o.Object, err = ResolveObject(mapper, args); err != nil {
-		return nil, err
+	// --web alone opens the namespace's (or with -A the cluster's) Events
+	// over time, from which the page reaches each object's story.
+	if len(args) > 0 || !f.Web {
+		if o.Object, err = ResolveObject(mapper, args); err != nil {
+			return nil, err
+		}
 	}
 	for _, t := range f.Types {
 		o.Filter.Types = append(o.Filter.Types, canonicalType(t))

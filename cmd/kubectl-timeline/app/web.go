@@ -58,6 +58,7 @@ func (b *webBackend) sources(q web.Query, uids []string) *sources {
 		object:    Object{Kind: q.Kind, Name: q.Name, Group: q.Group},
 		uids:      uids,
 		filter:    q.Filter,
+		cluster:   q.Cluster,
 		chunkSize: b.chunkSize,
 	}
 }
@@ -78,19 +79,28 @@ func (b *webBackend) Story(ctx context.Context, q web.Query) (*web.Story, error)
 		lookupErr                   error
 		wg                          sync.WaitGroup
 	)
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		liveVersion, liveErr = src.listLive(ctx, func(r historyv1alpha1.EventRecord) { live = append(live, r) })
-	}()
+	// One cluster's story (cluster=) is history's alone, as --cluster
+	// reads it: the live Events and the objects this kubeconfig reaches
+	// are the server's own cluster's, whichever that is.
+	clustered := q.Cluster != ""
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		historyVersion, historyErr = src.listHistory(ctx, func(r historyv1alpha1.EventRecord) { history = append(history, r) })
 	}()
-	go func() {
-		defer wg.Done()
-		roots, lookupErr = b.lookup(ctx, q)
-	}()
+	if !clustered {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			liveVersion, liveErr = src.listLive(ctx, func(r historyv1alpha1.EventRecord) { live = append(live, r) })
+		}()
+		go func() {
+			defer wg.Done()
+			roots, lookupErr = b.lookup(ctx, q)
+		}()
+	} else {
+		lookupErr = fmt.Errorf("the objects of cluster %s are not read: this kubeconfig reaches the server's cluster, not its fleet's members", q.Cluster)
+	}
 	wg.Wait()
 	if liveErr != nil {
 		// A user who may not list Events here sees the API's own answer.
@@ -102,7 +112,10 @@ func (b *webBackend) Story(ctx context.Context, q web.Query) (*web.Story, error)
 		add(r)
 	}
 	story.LiveResourceVersion = liveVersion
-	if reason, ok := historyUnavailable(historyErr, src.namespace); ok {
+	if _, ok := historyUnavailable(historyErr, src.namespace); ok && clustered {
+		// No live Events can stand in for one cluster's history.
+		return nil, historyErr
+	} else if reason, ok := historyUnavailable(historyErr, src.namespace); ok {
 		story.History.Reason = reason + ": showing live Events only, without those of deleted objects or past the Events' TTL"
 	} else if historyErr != nil {
 		return nil, historyErr
@@ -214,7 +227,10 @@ func (b *webBackend) Follow(ctx context.Context, f web.Follow, emit func(web.Rec
 		from string
 	}
 	root := b.sources(f.Query, nil)
-	runs := []run{{&liveFollower{events: root.events, selector: root.liveSelector()}, f.LiveResourceVersion}}
+	var runs []run
+	if f.Query.Cluster == "" {
+		runs = append(runs, run{&liveFollower{events: root.events, selector: root.liveSelector()}, f.LiveResourceVersion})
+	}
 	if f.History {
 		runs = append(runs, run{&historyFollower{history: root.history, selector: root.historySelector()}, f.ResourceVersion})
 		objects := make([]web.Object, len(f.Owned))
@@ -274,7 +290,15 @@ func (o *Options) serveWeb(ctx context.Context) error {
 		return err
 	}
 	url := server.URL()
-	fmt.Fprintf(o.Out, "Serving the timeline of %s on 127.0.0.1 only, with your kubeconfig's identity; open it at\n    %s\nPress Ctrl-C to stop.\n", o.Object, url)
+	what := "the timeline of " + o.Object.String()
+	switch {
+	case o.Object.Kind != "":
+	case o.AllNamespaces:
+		what = "every namespace's Events over time"
+	default:
+		what = fmt.Sprintf("namespace %s's Events over time", o.Namespace)
+	}
+	fmt.Fprintf(o.Out, "Serving %s on 127.0.0.1 only, with your kubeconfig's identity; open it at\n    %s\nPress Ctrl-C to stop.\n", what, url)
 	if o.web.browser {
 		cleanup, err := openBrowser(url)
 		if err != nil {

@@ -18,8 +18,9 @@
 //     page's own origin, so it loads and sends nothing elsewhere: its HTML,
 //     CSS and ES modules are embedded in the binary (no CDN, no build step);
 //   - it reads only: the page's API lists Events, eventrecords and the
-//     metadata of the objects a story is about, never a proxy to the
-//     cluster's whole API as kubectl proxy is.
+//     metadata of the objects a story is about, and creates counts (which
+//     store nothing), never a proxy to the cluster's whole API as kubectl
+//     proxy is.
 //
 // The page asks for a story (GET api/story), the object's Events merged
 // from the live API and history as the terminal timeline merges them; with
@@ -28,8 +29,17 @@
 // is written, and where history is installed its feed, which also says when
 // each Event ended), with no polling.
 //
+// Without an object the page opens on a namespace's (or every
+// namespace's) Events over time: stacked bars from history's counts (GET
+// api/counts, an eventrecordcount created with the user's identity; the
+// plugin counts no records for a chart), the objects behind a bar or a
+// search of the notes (GET api/objects, a bounded list of eventrecords
+// counted per object), and on a fleet's hub the clusters to pick from (GET
+// api/clusters, a count by cluster).
+//
 // The page is plain HTML, CSS, SVG and ES modules (assets/), without a
 // build step: app.js routes the URL's fragment to a view, story.js is an
 // object's story, model.js its lanes, chart.js and table.js its two
-// renderings, api.js the calls above.
+// renderings, overview.js the Events over time and bars.js its chart,
+// api.js the calls above, dom.js what the views share.
 package web

@@ -19,6 +19,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 )
 
@@ -32,6 +33,12 @@ type Backend interface {
 	// Follow calls emit with each new version of the Events a story
 	// showed, until ctx ends.
 	Follow(ctx context.Context, f Follow, emit func(Record) error) error
+	// Counts is the overview's chart, from the server's counts.
+	Counts(ctx context.Context, q CountsQuery) (*Counts, error)
+	// Objects are the objects behind one of its segments.
+	Objects(ctx context.Context, q ObjectsQuery) (*Objects, error)
+	// Clusters are the clusters whose records the user may count.
+	Clusters(ctx context.Context, scope Scope, since time.Time) (*Clusters, error)
 }
 
 // Follow is what a page follows after its story: the story's query, from
@@ -150,6 +157,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.story(w, r)
 	case "api/watch":
 		s.watch(w, r)
+	case "api/counts":
+		s.counts(w, r)
+	case "api/objects":
+		s.objects(w, r)
+	case "api/clusters":
+		s.clusters(w, r)
 	case "":
 		s.asset(w, "index.html")
 	default:
@@ -198,7 +211,7 @@ func parseQuery(r *http.Request) (Query, error) {
 	v := r.URL.Query()
 	q := Query{
 		Group: v.Get("group"), Kind: v.Get("kind"), Name: v.Get("name"), Namespace: v.Get("namespace"),
-		All: v.Get("allNamespaces") == "true", Tree: v.Get("tree") == "true",
+		All: v.Get("allNamespaces") == "true", Tree: v.Get("tree") == "true", Cluster: v.Get("cluster"),
 	}
 	if q.Kind == "" || q.Name == "" {
 		return q, errors.New("kind and name are required")
@@ -210,6 +223,11 @@ func parseQuery(r *http.Request) (Query, error) {
 	}
 	if !q.All && q.Namespace == "" {
 		return q, errors.New("namespace is required unless allNamespaces=true")
+	}
+	if q.Cluster != "" {
+		if errs := validation.IsDNS1123Label(q.Cluster); len(errs) > 0 {
+			return q, fmt.Errorf("cluster %q: %s", q.Cluster, errs[0])
+		}
 	}
 	if since := v.Get("since"); since != "" {
 		ms, err := strconv.ParseInt(since, 10, 64)

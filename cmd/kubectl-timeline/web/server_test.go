@@ -18,12 +18,24 @@ import (
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
 )
 
-// refusingBackend answers every story with the cluster's 403, as a user
-// who may not list Events gets it.
+// refusingBackend answers every story and count with the cluster's 403,
+// as a user who may not list Events gets it.
 type refusingBackend struct{}
 
 func (refusingBackend) Story(context.Context, Query) (*Story, error) {
 	return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", errors.New(`User "u" cannot list resource "events"`))
+}
+
+func (refusingBackend) Counts(context.Context, CountsQuery) (*Counts, error) {
+	return nil, apierrors.NewForbidden(schema.GroupResource{Group: "history.eventapiserver.io", Resource: "eventrecords"}, "", errors.New(`User "u" cannot list resource "eventrecords"`))
+}
+
+func (refusingBackend) Objects(context.Context, ObjectsQuery) (*Objects, error) {
+	return nil, apierrors.NewForbidden(schema.GroupResource{Group: "history.eventapiserver.io", Resource: "eventrecords"}, "", errors.New(`User "u" cannot list resource "eventrecords"`))
+}
+
+func (refusingBackend) Clusters(context.Context, Scope, time.Time) (*Clusters, error) {
+	return nil, errors.New("not reached")
 }
 
 func (refusingBackend) Follow(context.Context, Follow, func(Record) error) error {
@@ -57,6 +69,11 @@ func TestServerGuard(t *testing.T) {
 		{"the cluster's 403 passes through", host, "/" + s.token + "/api/story?kind=Pod&name=web-0&namespace=shop", http.StatusForbidden, "application/json"},
 		{"a bad query is a 400", host, "/" + s.token + "/api/story?kind=Pod&name=web-0", http.StatusBadRequest, "application/json"},
 		{"an owned uid that is no uid is a 400", host, "/" + s.token + "/api/watch?kind=Pod&name=web-0&namespace=shop&owned=a),reason=x", http.StatusBadRequest, "application/json"},
+		{"the cluster's 403 to a count passes through", host, "/" + s.token + "/api/counts?namespace=shop&since=1700000000000&bucket=3600", http.StatusForbidden, "application/json"},
+		{"a count without its bucket is a 400", host, "/" + s.token + "/api/counts?namespace=shop&since=1700000000000", http.StatusBadRequest, "application/json"},
+		{"a count by an unknown field is a 400", host, "/" + s.token + "/api/counts?namespace=shop&since=1700000000000&bucket=60&by=note", http.StatusBadRequest, "application/json"},
+		{"a cluster that is no DNS label is a 400", host, "/" + s.token + "/api/objects?namespace=shop&since=1&value=x&cluster=a,reason=b", http.StatusBadRequest, "application/json"},
+		{"the cluster's 403 to a drill-down passes through", host, "/" + s.token + "/api/objects?allNamespaces=true&since=1&value=BackOff", http.StatusForbidden, "application/json"},
 		{"no token", host, "/", http.StatusForbidden, ""},
 		{"no token, an asset", host, "/app.js", http.StatusForbidden, ""},
 		{"the token without its slash", host, "/" + s.token, http.StatusForbidden, ""},
@@ -154,5 +171,48 @@ func TestNewRecord(t *testing.T) {
 	}
 	if r != want {
 		t.Errorf("got  %+v\nwant %+v", r, want)
+	}
+}
+
+func TestParseCountsQuery(t *testing.T) {
+	tests := []struct {
+		query   string
+		wantErr string
+	}{
+		{query: "namespace=shop&since=1700000000000&bucket=3600"},
+		{query: "allNamespaces=true&since=1700000000000&bucket=60&by=type&top=20&cluster=eu-west-1"},
+		{query: "since=1700000000000&bucket=3600", wantErr: "namespace is required"},
+		{query: "namespace=Shop&since=1700000000000&bucket=3600", wantErr: `namespace "Shop"`},
+		{query: "namespace=shop&bucket=3600", wantErr: "since is required"},
+		{query: "namespace=shop&since=-5&bucket=3600", wantErr: "since must be Unix milliseconds"},
+		{query: "namespace=shop&since=1700000000000&bucket=0", wantErr: "bucket must be a whole number of seconds"},
+		{query: "namespace=shop&since=1700000000000&bucket=60&by=note", wantErr: "by must be reason, type or cluster"},
+		{query: "namespace=shop&since=1700000000000&bucket=60&cluster=a,b", wantErr: `cluster "a,b"`},
+		{query: "namespace=shop&since=1700000000000&bucket=60&top=x", wantErr: "top must be a number"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			q, err := parseCountsQuery(httptest.NewRequest(http.MethodGet, "/?"+tc.query, nil))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.Since.UnixMilli() != 1700000000000 || q.Bucket < time.Minute || q.Top == 0 || q.By == "" {
+				t.Errorf("parsed %+v", q)
+			}
+		})
+	}
+	q, err := parseObjectsQuery(httptest.NewRequest(http.MethodGet, "/?namespace=shop&since=1&until=2&other=true&except=BackOff&except=Failed", nil))
+	if err != nil || !q.Other || len(q.Except) != 2 || q.By != "reason" || q.Until.UnixMilli() != 2 {
+		t.Errorf("the drill-down into other: %+v, %v", q, err)
+	}
+	many := "/?namespace=shop&since=1&other=true" + strings.Repeat("&except=x", maxExcept+1)
+	if _, err := parseObjectsQuery(httptest.NewRequest(http.MethodGet, many, nil)); err == nil {
+		t.Error("more excepted values than a count's top were taken")
 	}
 }

@@ -18,8 +18,11 @@ type Query struct {
 	All       bool   `json:"allNamespaces"`
 	// Tree folds in the Events of the objects the cluster says the object
 	// owns (a Deployment's ReplicaSets and their Pods).
-	Tree   bool            `json:"tree"`
-	Filter timeline.Filter `json:"-"`
+	Tree bool `json:"tree"`
+	// Cluster narrows the story to one cluster's records (cluster=), on a
+	// fleet's hub a member's: from history alone, as --cluster reads.
+	Cluster string          `json:"cluster,omitempty"`
+	Filter  timeline.Filter `json:"-"`
 }
 
 // Config is what the command line asked for: the page's first story.

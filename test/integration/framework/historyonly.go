@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/eventapiserver/event-apiserver/internal/testbed"
 )
@@ -96,4 +99,26 @@ func (r *HistoryOnlyReplica) Metric(t *testing.T, series string) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// Kubeconfig writes a kubeconfig for the replica itself with token (its
+// serving certificate is generated, so it skips verification, as Client
+// does), for kubectl and plugins pointed at it.
+func (r *HistoryOnlyReplica) Kubeconfig(t *testing.T, token string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["replica"] = &clientcmdapi.Cluster{Server: r.Client.BaseURL, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["replica"] = &clientcmdapi.Context{Cluster: "replica", AuthInfo: "user"}
+	cfg.CurrentContext = "replica"
+	path := filepath.Join(t.TempDir(), "replica.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// RestConfig is a client configuration for the replica with token.
+func (r *HistoryOnlyReplica) RestConfig(token string) *rest.Config {
+	return &rest.Config{Host: r.Client.BaseURL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 }

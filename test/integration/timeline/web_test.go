@@ -97,6 +97,9 @@ func TestTimelineWeb(t *testing.T) {
 		tab.screenshot(t, "timeline-web-without-history")
 		page.stop(t)
 	})
+	t.Run("without history, the overview lists the live Events' objects", func(t *testing.T) {
+		testTimelineWebOverviewWithoutHistory(t, ctx, c, browser, plugin, ns)
+	})
 
 	c.RegisterHistoryAPIService(t)
 	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -177,6 +180,10 @@ func TestTimelineWeb(t *testing.T) {
 
 	t.Run("the owner tree folds in what a Deployment owns", func(t *testing.T) {
 		testTimelineWebOwners(t, ctx, c, browser, plugin, ns)
+	})
+
+	t.Run("a namespace's Events over time", func(t *testing.T) {
+		testTimelineWebOverview(t, ctx, c, browser, plugin, ns)
 	})
 
 	t.Run("with -w a new Event appears as it is written", func(t *testing.T) {

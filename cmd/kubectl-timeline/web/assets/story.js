@@ -2,7 +2,8 @@
 // it owns folded in, as a chart and as a table, following new Events with
 // -w.
 
-import { getJSON, follow, ApiError } from './api.js';
+import { getJSON, follow } from './api.js';
+import { div, button, notice, errorBox } from './dom.js';
 import { Model } from './model.js';
 import { Chart, SHAPES } from './chart.js';
 import { Table } from './table.js';
@@ -31,6 +32,7 @@ export class StoryView {
     const p = { kind: q.kind, name: q.name, group: q.group || '', tree: String(!!q.tree) };
     if (q.allNamespaces) p.allNamespaces = 'true';
     else p.namespace = q.namespace;
+    if (q.cluster) p.cluster = q.cluster;
     if (this.config.since) p.since = String(this.config.since);
     if (this.config.types && this.config.types.length) p.types = this.config.types.join(',');
     return p;
@@ -157,23 +159,16 @@ export class StoryView {
   }
 
   fail(e) {
-    const status = e instanceof ApiError ? e.status : { code: 0, reason: '', message: String(e) };
     this.root.replaceChildren();
-    const box = div('error', this.root);
-    box.setAttribute('role', 'alert');
-    const h = document.createElement('h2');
-    h.textContent = status.code ? `The cluster answered ${status.code}${status.reason ? ` ${status.reason}` : ''}` : 'The timeline could not be loaded';
-    const p = document.createElement('p');
-    p.className = 'message';
-    p.textContent = status.message;
-    box.append(h, p);
+    errorBox(this.root, e, 'The timeline could not be loaded');
     document.getElementById('subtitle').textContent = this.where();
     document.body.dataset.state = 'error';
   }
 
   where() {
     const q = this.query;
-    return q.allNamespaces ? 'in every namespace' : `in namespace ${q.namespace}`;
+    const where = q.allNamespaces ? 'in every namespace' : `in namespace ${q.namespace}`;
+    return q.cluster ? `${where} of cluster ${q.cluster}` : where;
   }
 
   draw() {
@@ -263,35 +258,6 @@ export class StoryView {
     this.watchBox.replaceChildren();
     notice(this.watchBox, kind, '', text).classList.add('watch');
   }
-}
-
-function div(className, parent) {
-  const d = document.createElement('div');
-  if (className) d.className = className;
-  if (parent) parent.appendChild(d);
-  return d;
-}
-
-function button(text, onClick, parent) {
-  const b = document.createElement('button');
-  b.type = 'button';
-  b.textContent = text;
-  b.addEventListener('click', onClick);
-  parent.appendChild(b);
-  return b;
-}
-
-function notice(parent, kind, lead, text) {
-  const p = document.createElement('p');
-  p.className = `notice ${kind}`;
-  if (lead) {
-    const b = document.createElement('strong');
-    b.textContent = lead;
-    p.appendChild(b);
-  }
-  p.append(text);
-  parent.appendChild(p);
-  return p;
 }
 
 function legend(parent) {
