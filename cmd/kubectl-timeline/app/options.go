@@ -79,9 +79,6 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 		if err := validCluster(f.Cluster); err != nil {
 			return nil, err
 		}
-		if f.Web {
-			return nil, fmt.Errorf("--cluster narrows the terminal's timeline and summary; --web does not take it")
-		}
 	}
 	if f.Since > 0 {
 		// One instant for both sources: the server cuts history there, and

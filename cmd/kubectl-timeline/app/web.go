@@ -278,6 +278,7 @@ func (o *Options) serveWeb(ctx context.Context) error {
 		Query: web.Query{
 			Group: o.Object.Group, Kind: o.Object.Kind, Name: o.Object.Name,
 			Namespace: o.Namespace, All: o.AllNamespaces, Tree: true,
+			Cluster: o.sources.cluster,
 		},
 		Types: o.Filter.Types,
 		Watch: o.Watch,

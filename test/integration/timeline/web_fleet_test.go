@@ -178,6 +178,21 @@ func TestTimelineWebFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("--cluster opens the page on one cluster, the picker still offers the others", func(t *testing.T) {
+		page := startTimelineWeb(t, ctx, plugin, kubeconfig, "-A", "--cluster=b")
+		defer page.stop(t)
+		tab := browser.open(t, page.url)
+		waitPage(t, tab, `document.body.dataset.state === 'ready' && document.querySelector('p.query').dataset.fieldSelector.includes('cluster=b')`)
+		counts := readPageCounts(t, tab)
+		compareToAPI(t, ctx, admin, "", counts)
+		if counts.Total != 2 {
+			t.Errorf("b's chart counts %d, want 2", counts.Total)
+		}
+		if picked := tab.eval(t, `document.querySelector('select#cluster').value`); picked != "b" {
+			t.Errorf("the picker shows %q, want b", picked)
+		}
+	})
+
 	t.Run("a reader of b alone names b, and sees the API's 403 for a", func(t *testing.T) {
 		page := startTimelineWeb(t, ctx, plugin, kubeconfig, "-n", ns, "--as="+reader, "--as-group=system:authenticated")
 		defer page.stop(t)

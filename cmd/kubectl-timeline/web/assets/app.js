@@ -19,6 +19,8 @@ let current = null;
 function route(config) {
   const [name, search] = location.hash.replace(/^#/, '').split('?');
   const params = new URLSearchParams(search || '');
+  // --cluster is where the page opens; from there the URL says.
+  if (!location.hash && config.query.cluster) params.set('cluster', config.query.cluster);
   const View = views[name] || (config.query.kind ? views.story : views.events);
   let query = { ...config.query };
   if (views[name] && params.get('kind') && params.get('name')) {
