@@ -62,7 +62,24 @@ CREATE TRIGGER IF NOT EXISTS versions_note_unsearched AFTER DELETE ON versions W
 END;
 CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note IS NULL;
 `},
+		{Version: 10, About: "the hourly counts", SQL: hourlySQL()},
 	},
+}
+
+// hourlySQL makes the hourly counts (sqlstore.Hourly), kept by triggers
+// that fire only for the rows an INSERT OR IGNORE really inserts and a
+// DELETE (retention's) really removes, and counts the versions stored so
+// far: one pass over the table under the write lock, at the first start
+// of a server with this version.
+func hourlySQL() string {
+	h := sqlstore.NewHourly(spelling, " WITHOUT ROWID")
+	return h.Table + `CREATE TRIGGER IF NOT EXISTS versions_hourly_counted AFTER INSERT ON versions BEGIN
+	` + sqlstore.HourlyCounted(spelling, "new") + `
+END;
+CREATE TRIGGER IF NOT EXISTS versions_hourly_uncounted AFTER DELETE ON versions BEGIN
+	` + sqlstore.HourlyUncounted(spelling, "old") + `
+END;
+` + h.Backfill
 }
 
 // Schema reads user_version, and where the file has it, history_schema.
