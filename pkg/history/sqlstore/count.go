@@ -139,8 +139,19 @@ func (s *Store) counted(q history.CountQuery, and func(bind func(any) string) st
 		return `SELECT ` + strings.Join(selected, ", ") + `, ` + n + ` AS n FROM ` + table + ` v` + w +
 			` GROUP BY ` + strings.Join(positions(len(q.GroupBy)+1), ", "), nil
 	}
+	// A text search keeps the versions stored before its column (NULL
+	// there) for a list's reader to match on their Event; a count reads
+	// none (history.CountQuery).
+	var searched []string
+	for _, c := range q.Conditions {
+		if c.Contains {
+			for _, col := range c.Columns {
+				searched = append(searched, "v."+string(col)+" IS NOT NULL")
+			}
+		}
+	}
 	versions := func(sub history.Query) (string, error) {
-		return leg(s.sp.Versions, "v.last_seen / "+bind(q.Bucket.Nanoseconds()), "count(*)", sub, nil)
+		return leg(s.sp.Versions, "v.last_seen / "+bind(q.Bucket.Nanoseconds()), "count(*)", sub, func() []string { return searched })
 	}
 	var legs []string
 	add := func(l string, err error) error {

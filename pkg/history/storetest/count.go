@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
 	"github.com/eventapiserver/event-apiserver/pkg/history/sqlstore"
+	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
 // countable are the columns a count may group by: the read API offers
@@ -47,6 +48,7 @@ func testCount(t *testing.T, s history.Store) {
 		v.RegardingKind = pick("Pod", "Node")
 		v.ReportingController = pick("kubelet", "default-scheduler", "")
 		v.Cluster = pick("", "east")
+		v.Note = pick("Back-off restarting failed container", "Successfully pulled image", "x509: certificate has expired", "")
 		// Retention's cutoff below reads either time: SQLite's the
 		// observation, PostgreSQL's days of last_seen.
 		v.ObservedAt = v.LastSeen
@@ -79,6 +81,10 @@ func testCount(t *testing.T, s history.Store) {
 		}
 		if r.IntN(4) == 0 {
 			q.Conditions = append(q.Conditions, history.Condition{Columns: []history.Column{history.ColumnRegardingUID, history.ColumnRelatedUID}, Value: pick("p1", "p2")})
+		}
+		// A text search: the versions read, never the hourly counts.
+		if r.IntN(5) == 0 {
+			q.Conditions = append(q.Conditions, history.Condition{Columns: []history.Column{history.ColumnNote}, Value: pick("PULLED", "x509", "restart"), Contains: true})
 		}
 		// On the hour half the time: the hourly counts alone answer it.
 		if r.IntN(3) > 0 {
@@ -180,6 +186,10 @@ func bruteCount(versions []history.Version, q history.CountQuery) history.Counts
 
 // matchVersion is Condition.Match on a Version's columns.
 func matchVersion(c history.Condition, v *history.Version) bool {
+	if c.Contains {
+		def, _ := history.LookupColumn(c.Columns[0])
+		return search.ContainsFold(*def.Value(v), c.Value)
+	}
 	values := c.Values
 	if len(values) == 0 {
 		values = []string{c.Value}
