@@ -211,9 +211,7 @@ func checkBenchFill(ctx context.Context, s *Store, h storetest.BenchHistory) err
 	if err := s.d.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM event_versions), (SELECT count(*) FROM event_deletions)`).Scan(&versions, &deletions); err != nil {
 		return err
 	}
-	if err := s.d.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT last_seen / 3600000000000 AS hour, reason, count(*) AS n FROM event_versions GROUP BY 1, 2) v
-		FULL JOIN (SELECT hour, reason, sum(n) AS n FROM event_versions_hourly GROUP BY 1, 2) r USING (hour, reason)
-		WHERE v.n IS DISTINCT FROM r.n`).Scan(&disagreeing); err != nil {
+	if err := s.d.pool.QueryRow(ctx, storetest.HourlyDisagreements(spelling.Versions, spelling.Hourly)).Scan(&disagreeing); err != nil {
 		return err
 	}
 	if versions != int64(h.Rows) || deletions != int64(h.Deletions()) || disagreeing != 0 {
