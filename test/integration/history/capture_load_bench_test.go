@@ -2,7 +2,6 @@ package history
 
 import (
 	"context"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,21 +28,14 @@ import (
 // the hourly counts cannot answer, so each reads every version of the
 // window, in hourly buckets, the top 100.
 func TestHistoryCaptureUnderQueryLoad(t *testing.T) {
-	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
-		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
-	}
-	framework.Exclusive(t)
-	creates, rounds := framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
-	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
-	replica := framework.StartHistoryOnlyReplica(t, kube, []string{"--history-batch-interval=1s", "--history-batch-size=500"})
-	b := newCaptureBench(t, kube, replica, creates)
+	b, _, rounds := startCaptureBench(t)
 	for r := 0; r < rounds; r++ {
 		b.round()
 	}
 	b.stored()
 	quiet := b.lagRound()
 
-	history := framework.HistoryClient(t, replica.Client)
+	history := framework.HistoryClient(t, b.replica.Client)
 	spec := historyv1alpha1.EventRecordCountSpec{GroupBy: []string{"regarding.name", "reason"}, FieldSelector: "since=336h",
 		BucketSize: metav1.Duration{Duration: time.Hour}, Top: 100}
 	ctx, stop := context.WithCancel(context.Background())

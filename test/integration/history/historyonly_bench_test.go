@@ -34,16 +34,9 @@ import (
 // and caught up, one more round samples capture_lag_seconds every 100 ms,
 // and the time from the last create until history holds it all.
 func TestHistoryOnlyCaptureCost(t *testing.T) {
-	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
-		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
-	}
-	framework.Exclusive(t)
-	creates, rounds := framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
-	kube := framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	b, kube, rounds := startCaptureBench(t)
+	replica, creates := b.replica, b.creates
 	kubePID := kube.Process().PID()
-	// The defaults: the last of a repeated flag wins.
-	replica := framework.StartHistoryOnlyReplica(t, kube, []string{"--history-batch-interval=1s", "--history-batch-size=500"})
-	b := newCaptureBench(t, kube, replica, creates)
 	cpu := func() time.Duration {
 		d, err := testbed.CPUTime(kubePID)
 		if err != nil {
@@ -98,6 +91,22 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 	if records != onCreates+offCreates {
 		t.Errorf("history holds %d records of the %d Events created in the rounds", records, onCreates+offCreates)
 	}
+}
+
+// startCaptureBench starts what both capture benchmarks measure, when
+// EVENT_APISERVER_HISTORY_BENCH=1: kube-apiserver, a history-only replica
+// on SQLite with the default batches, and the Events' creators; rounds is
+// EVENT_APISERVER_HISTORY_BENCH_ROUNDS (default 10).
+func startCaptureBench(t *testing.T) (b *captureBench, kube *framework.KubeAPIServer, rounds int) {
+	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
+		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
+	}
+	framework.Exclusive(t)
+	creates, rounds := framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
+	kube = framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
+	// The defaults: the last of a repeated flag wins.
+	replica := framework.StartHistoryOnlyReplica(t, kube, []string{"--history-batch-interval=1s", "--history-batch-size=500"})
+	return newCaptureBench(t, kube, replica, creates), kube, rounds
 }
 
 // captureBench creates core/v1 Events from 4 clients in rounds, in one
