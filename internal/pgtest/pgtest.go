@@ -48,15 +48,37 @@ func version(binDir string) int {
 // Start runs a fresh cluster and returns a DSN for its postgres database.
 func Start(t testing.TB) string {
 	t.Helper()
-	bin := BinDir()
-	if bin == "" {
-		t.Skip("PostgreSQL binaries not found (apt-get install -y postgresql, or set POSTGRES_BIN): skipping the PostgreSQL history store")
-	}
+	skipWithout(t)
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	return start(t, dir)
+}
+
+// StartKept runs the cluster kept in dir, made there first if there is
+// none, and leaves it there when the test ends: a benchmark's dataset that
+// took minutes to fill is filled once.
+func StartKept(t testing.TB, dir string) string {
+	t.Helper()
+	skipWithout(t)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, dir)
+}
+
+func skipWithout(t testing.TB) {
+	if BinDir() == "" {
+		t.Skip("PostgreSQL binaries not found (apt-get install -y postgresql, or set POSTGRES_BIN): skipping the PostgreSQL history store")
+	}
+}
+
+// start runs the cluster in dir/data, made by initdb if missing.
+func start(t testing.TB, dir string) string {
+	t.Helper()
+	bin := BinDir()
 	cred, err := credential(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +90,10 @@ func Start(t testing.TB) string {
 		cmd.Dir = dir
 		return cmd
 	}
-	if out, err := run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		if out, err := run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+			t.Fatalf("initdb: %v\n%s", err, out)
+		}
 	}
 	logPath := filepath.Join(dir, "postgres.log")
 	logFile, err := os.Create(logPath)

@@ -193,6 +193,19 @@ func resolve(req *http.Request, resolver apirequest.RequestInfoResolver) *resolu
 	return r
 }
 
+// ParseSelector parses a field selector that a request's body carries (an
+// EventRecordCount's spec.fieldSelector) as a list of resource reads its
+// query's (WithSetSelectors): set requirements encoded, a client's spelling
+// of the encoding marked, ready for the label conversion and Read.
+func ParseSelector(resource schema.GroupVersionResource, selector string) (fields.Selector, error) {
+	if t := tableFor(resource); t != nil && strings.ContainsAny(selector, "(:") {
+		if rewritten, ok := t.rewrite(selector); ok {
+			selector = rewritten
+		}
+	}
+	return fields.ParseSelector(selector)
+}
+
 // withQuery is a shallow copy of req with another query.
 func withQuery(req *http.Request, query string) *http.Request {
 	u := *req.URL

@@ -10,7 +10,9 @@ import (
 // floored to a multiple of Bucket since the Unix epoch, so that hourly
 // buckets start on the hour and daily ones at midnight UTC, as Prometheus
 // aligns a range query's steps). Only Conditions, Since, Until and Through
-// of Query are read.
+// of Query are read. A text search (Condition.Contains) counts the versions
+// whose column holds the term: a version stored before the column was
+// added (NULL there) is not counted, as a count reads no Event to match.
 type CountQuery struct {
 	Query
 	// GroupBy names one or two columns; none may be NullBefore (a version stored

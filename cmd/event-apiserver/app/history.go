@@ -127,14 +127,15 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 			"up to (its etcd restored from a backup) before capture lists all Events again and resumes from "+
 			"kube-apiserver's (event_apiserver_history_capture_relists_total{reason=\"restored\"}).")
 	fs.DurationVar(&o.MaxQueryWindow, "history-max-query-window", o.MaxQueryWindow,
-		"Longest window (since to until) an eventrecords text search (note.contains=) or an eventrecordcounts "+
-			"count may span; a longer (or, for a search, open) one is refused with 400 (422 for a count).")
+		"Longest window (since to until) an eventrecords text search (note.contains=: a list, or a watch's initial "+
+			"records) or an eventrecordcounts count may span; a longer (or, for a search, open) one is refused with 400 "+
+			"(422 for a count).")
 	fs.IntVar(&o.MaxQueryRows, "history-max-query-rows", o.MaxQueryRows,
-		"Most Event versions an eventrecords text search may select in its window, counted before any is read; "+
-			"more are refused with 400.")
+		"Most Event versions an eventrecords text search (a list, or a watch's initial records) may select in its "+
+			"window, counted before any is read; more are refused with 400.")
 	fs.DurationVar(&o.QueryTimeout, "history-query-timeout", o.QueryTimeout,
-		"Longest a history store query of an eventrecords list or an eventrecordcounts count may run; the "+
-			"database statement is then cancelled and the client gets 504 Timeout.")
+		"Longest a history store query of an eventrecords list or watch or an eventrecordcounts count may run; the "+
+			"database statement is then cancelled and the client gets 504 Timeout (a watch: as its ERROR event).")
 	fs.StringVar(&o.ClusterName, "history-cluster-name", o.ClusterName,
 		"The name of the cluster this server captures, a DNS label: the cluster field of its eventrecords, "+
 			"which the field selector cluster= selects on. Versions are stored under the server's own cluster, "+

@@ -53,6 +53,7 @@ type dialect struct {
 
 var spelling = sqlstore.Spelling{
 	Versions: "event_versions", Deletions: "event_deletions", Progress: "capture_progress", Feed: "feed_head",
+	Hourly:      "event_versions_hourly",
 	Placeholder: func(n int) string { return fmt.Sprintf("$%d", n) },
 	NoRows:      pgx.ErrNoRows,
 	Greatest:    "GREATEST",
@@ -108,7 +109,32 @@ CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE INDEX IF NOT EXISTS event_versions_by_note ON event_versions USING gin (note gin_trgm_ops);
 CREATE INDEX IF NOT EXISTS event_versions_by_null_note ON event_versions (last_seen) WHERE note IS NULL;
 `},
+		{Version: 6, About: "the hourly counts", SQL: hourlySQL()},
 	},
+}
+
+// hourlySQL makes the hourly counts (sqlstore.Hourly), kept by a row
+// trigger on the partitioned table, which PostgreSQL clones onto every
+// partition, those made later too. It fires only for the rows an INSERT
+// ... ON CONFLICT DO NOTHING really inserts and a DELETE removes;
+// retention drops whole days instead (Retain), which fires nothing, and
+// takes the day's hours from the counts itself. The versions stored so far
+// are counted under the migration's locks (Migrate), which writes wait for.
+func hourlySQL() string {
+	h := sqlstore.NewHourly(spelling, "")
+	return h.Table + `CREATE OR REPLACE FUNCTION event_versions_hourly_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		` + sqlstore.HourlyCounted(spelling, "NEW") + `
+	ELSE
+		` + sqlstore.HourlyUncounted(spelling, "OLD") + `
+	END IF;
+	RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS event_versions_hourly_counted ON event_versions;
+CREATE TRIGGER event_versions_hourly_counted AFTER INSERT OR DELETE ON event_versions
+	FOR EACH ROW EXECUTE FUNCTION event_versions_hourly_count();
+` + h.Backfill
 }
 
 // Open prepares a pool for dsn (a PostgreSQL URL or key=value string); it
@@ -413,7 +439,18 @@ func (d *dialect) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, 
 		if _, err := d.pool.Exec(ctx, sqlstore.RaiseFloor(spelling, `CAST($1 AS BIGINT)`), newest); err != nil {
 			return deleted, err
 		}
-		if _, err := d.pool.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %s`, pgx.Identifier{p.name}.Sanitize())); err != nil {
+		// A day's versions are the hourly counts of its 24 hours (the
+		// partitions' bounds are whole days of last_seen), which go with
+		// them in one transaction: a DROP fires no trigger.
+		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `DELETE FROM event_versions_hourly WHERE hour >= $1 AND hour < $2`,
+				(p.upper-int64(day))/int64(time.Hour), p.upper/int64(time.Hour)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %s`, pgx.Identifier{p.name}.Sanitize()))
+			return err
+		})
+		if err != nil {
 			return deleted, err
 		}
 		d.mu.Lock()

@@ -25,11 +25,13 @@ func fillWrite(ctx context.Context, s *Store, h storetest.BenchHistory, source s
 
 // fillBulk writes h into a new store at path as capture would have left it
 // (through Write, so the same rows, row counter and deletions; the server's
-// own schema and indexes), at a bulk load's speed: the secondary indexes are
-// dropped while the rows go in, in key order, in large batches with no
-// journal and no fsync, and then built again with CREATE INDEX,
-// which sorts each index once instead of inserting 10^7 keys at random
-// places of eight B-trees through the writer's page cache. The file is back in WAL
+// own schema and indexes), at a bulk load's speed: the secondary indexes and
+// the triggers (the note's text search, the hourly counts) are dropped
+// while the rows go in, in key order, in large batches with no journal and
+// no fsync; then each index is built again with CREATE INDEX, which sorts
+// it once instead of inserting 10^7 keys at random places of eight B-trees
+// through the writer's page cache, the text search and the hourly counts
+// by their migrations' own backfills, and the triggers made again. The file is back in WAL
 // mode when it returns; the progress row, written last, says it is complete.
 // A fill that stops half way leaves a file with no journal to recover: it
 // is refused, not reused.
@@ -46,12 +48,21 @@ func fillBulk(ctx context.Context, path string, h storetest.BenchHistory, source
 	if rows != 0 {
 		return fmt.Errorf("%s already holds %d versions, not from a complete fill: remove it", path, rows)
 	}
-	indexes, err := secondaryIndexes(ctx, s.db)
+	indexes, err := schemaObjects(ctx, s.db, "index")
 	if err != nil {
 		return err
 	}
 	for name := range indexes {
 		if _, err := s.db.ExecContext(ctx, `DROP INDEX `+name); err != nil {
+			return err
+		}
+	}
+	triggers, err := schemaObjects(ctx, s.db, "trigger")
+	if err != nil {
+		return err
+	}
+	for name := range triggers {
+		if _, err := s.db.ExecContext(ctx, `DROP TRIGGER `+name); err != nil {
 			return err
 		}
 	}
@@ -92,7 +103,17 @@ func fillBulk(ctx context.Context, path string, h storetest.BenchHistory, source
 			return err
 		}
 	}
-	logf("indexes built in %v", time.Since(indexStart).Round(time.Second))
+	for _, backfill := range []string{noteSearchBackfill, hourlyBackfill} {
+		if _, err := s.db.ExecContext(ctx, backfill); err != nil {
+			return err
+		}
+	}
+	for _, create := range triggers {
+		if _, err := s.db.ExecContext(ctx, create); err != nil {
+			return err
+		}
+	}
+	logf("indexes, text search and hourly counts built in %v", time.Since(indexStart).Round(time.Second))
 	if err := s.Write(ctx, history.Batch{Source: source, Revision: int64(h.Rows)}); err != nil {
 		return err
 	}
@@ -109,10 +130,10 @@ func fillBulk(ctx context.Context, path string, h storetest.BenchHistory, source
 	return s.Close()
 }
 
-// secondaryIndexes are the indexes the schema declares (not the primary
-// keys' own), each by name with the statement that made it.
-func secondaryIndexes(ctx context.Context, db *sql.DB) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL`)
+// schemaObjects are the schema's objects of a type that a statement made
+// (an index of a key has none), each by name with that statement.
+func schemaObjects(ctx context.Context, db *sql.DB, kind string) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = ? AND sql IS NOT NULL`, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -158,9 +179,13 @@ func verifyBenchDB(ctx context.Context, s *Store, h storetest.BenchHistory, samp
 	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM deletions`).Scan(&deletions); err != nil {
 		return err
 	}
-	if stats.Rows != int64(h.Rows) || count != int64(h.Rows) || deletions != int64(h.Deletions()) {
-		return fmt.Errorf("counter %d, count(*) %d, deletions %d: want %d versions and %d deletions",
-			stats.Rows, count, deletions, h.Rows, h.Deletions())
+	var disagreeing int64
+	if err := s.read.QueryRowContext(ctx, storetest.HourlyDisagreements("versions", "versions_hourly")).Scan(&disagreeing); err != nil {
+		return err
+	}
+	if stats.Rows != int64(h.Rows) || count != int64(h.Rows) || deletions != int64(h.Deletions()) || disagreeing != 0 {
+		return fmt.Errorf("counter %d, count(*) %d, deletions %d, hours counted wrong %d: want %d versions and %d deletions, none wrong",
+			stats.Rows, count, deletions, disagreeing, h.Rows, h.Deletions())
 	}
 
 	objects := make([]int, 0, sample)

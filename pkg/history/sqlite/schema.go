@@ -53,7 +53,7 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 		// with this version.
 		{Version: 9, About: "the note's trigram index for text search", SQL: `
 CREATE VIRTUAL TABLE IF NOT EXISTS versions_note_search USING fts5(note, tokenize='trigram', content='', contentless_delete=1);
-INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';
+` + noteSearchBackfill + `
 CREATE TRIGGER IF NOT EXISTS versions_note_searched AFTER INSERT ON versions WHEN new.note != '' BEGIN
 	INSERT INTO versions_note_search (rowid, note) VALUES (new.rowid, new.note);
 END;
@@ -62,7 +62,31 @@ CREATE TRIGGER IF NOT EXISTS versions_note_unsearched AFTER DELETE ON versions W
 END;
 CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note IS NULL;
 `},
+		{Version: 10, About: "the hourly counts", SQL: hourlySQL()},
 	},
+}
+
+// noteSearchBackfill indexes the notes of the versions stored so far, for
+// their text search: migration 9, and a bulk fill that made the index
+// after its rows (fillBulk).
+const noteSearchBackfill = `INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';`
+
+// hourlyBackfill counts the versions stored so far in the hourly counts.
+var hourlyBackfill = sqlstore.NewHourly(spelling, " WITHOUT ROWID").Backfill
+
+// hourlySQL makes the hourly counts (sqlstore.Hourly), kept by triggers
+// that fire only for the rows an INSERT OR IGNORE really inserts and a
+// DELETE (retention's) really removes, and counts the versions stored so
+// far: one pass over the table under the write lock, at the first start
+// of a server with this version.
+func hourlySQL() string {
+	return sqlstore.NewHourly(spelling, " WITHOUT ROWID").Table + `CREATE TRIGGER IF NOT EXISTS versions_hourly_counted AFTER INSERT ON versions BEGIN
+	` + sqlstore.HourlyCounted(spelling, "new") + `
+END;
+CREATE TRIGGER IF NOT EXISTS versions_hourly_uncounted AFTER DELETE ON versions BEGIN
+	` + sqlstore.HourlyUncounted(spelling, "old") + `
+END;
+` + hourlyBackfill
 }
 
 // Schema reads user_version, and where the file has it, history_schema.

@@ -51,7 +51,7 @@ type dialect struct {
 }
 
 var spelling = sqlstore.Spelling{
-	Versions: "versions", Deletions: "deletions", Progress: "progress", Feed: "feed",
+	Versions: "versions", Deletions: "deletions", Progress: "progress", Feed: "feed", Hourly: "versions_hourly",
 	Placeholder: func(int) string { return "?" },
 	NoRows:      sql.ErrNoRows,
 	Greatest:    "max",

@@ -20,13 +20,21 @@ var _ history.Counter = &Store{}
 // both paths on its small histories.
 var OnePassCells = 20000
 
+// ReadHourly lets Count read the hourly counts (counted). A variable only
+// so that the benchmarks can measure the same count without them.
+var ReadHourly = true
+
 // Count reads the window once, counting versions per bucket and group,
 // and picks the Top groups from those counts, when there are at most
 // OnePassCells of them; otherwise it counts in two passes (twoPass). Both
-// read from the counts' covering index where the condition's columns are
-// in it (the migrations "the counts' covering index"), never the rows
-// with their objects, and are bounded by one feed position, so capture
-// writing meanwhile changes neither pass. A bucket is last_seen (Unix
+// read the window's whole hours from the hourly counts where those answer
+// the query (counted), and the rest from the counts' covering index where
+// the condition's columns are in it (the migrations "the counts' covering
+// index"), never the rows with their objects. The versions read are
+// bounded by one feed position, so capture writing meanwhile changes
+// neither pass's edges; the hourly counts are each statement's own
+// snapshot, so under capture the two passes of a query may differ by the
+// versions committed between them. A bucket is last_seen (Unix
 // nanoseconds, never negative) divided by the bucket's length: integer
 // division floors in both databases, so no dialect needs a time function.
 // Groups tied on their total are ordered by their values' bytes, as Go
@@ -51,15 +59,11 @@ func (s *Store) Count(ctx context.Context, q history.CountQuery) (history.Counts
 	}
 	q.Through = feed.Position
 	q.After = nil
-	var groups []string
-	for _, col := range q.GroupBy {
-		groups = append(groups, "v."+string(col))
-	}
 
-	cells, err := s.countCells(ctx, q, groups, "", OnePassCells+1)
+	cells, err := s.countCells(ctx, q, nil, OnePassCells+1)
 	if err != nil || len(cells) > OnePassCells {
 		if err == nil {
-			return s.twoPass(ctx, q, groups)
+			return s.twoPass(ctx, q)
 		}
 		return history.Counts{}, err
 	}
@@ -93,34 +97,124 @@ type cell struct {
 	n      int64
 }
 
-// countCells counts q's versions per bucket and group, at most limit
-// cells (0: all), the groups restricted by and, a condition bound through bind
-// (which countCells' own binding continues).
-func (s *Store) countCells(ctx context.Context, q history.CountQuery, groups []string, and string, limit int, andArgs ...any) ([]cell, error) {
-	// Placeholders are bound in the order they appear: SQLite's ? are.
-	var args []any
-	bind := s.sp.bind(&args)
-	bucket := bind(q.Bucket.Nanoseconds())
-	w, err := where(q.Query, s.sp, bind)
-	if err != nil {
-		return nil, err
+// groupNames are the counted table's group columns, g0 and g1.
+func groupNames(q history.CountQuery) []string {
+	names := make([]string, len(q.GroupBy))
+	for i := range names {
+		names[i] = fmt.Sprint("g", i)
 	}
-	if and != "" {
-		if w == "" {
-			w = " WHERE true"
+	return names
+}
+
+// counted renders a table of q's counts, a row per bucket (b, the
+// bucket's start divided by its length) and group (g0, g1) with its count
+// (n), restricted by and (nil: not), a condition on the versions' columns
+// through v. Where the hourly counts answer q (hourly), the hours the
+// window covers whole are read from them, and only its partial hours at
+// either edge from the versions; the hourly counts are as of the
+// statement, the versions' edges as of q.Through. Otherwise all of it is
+// read from the versions.
+func (s *Store) counted(q history.CountQuery, and func(bind func(any) string) string, bind func(any) string) (string, error) {
+	// SQLite's ? are bound in the order they appear: each leg binds its
+	// bucket's, then its conditions', then its extra terms' (after).
+	leg := func(table, bucket, n string, sub history.Query, after func() []string) (string, error) {
+		selected := []string{bucket + " AS b"}
+		for i, col := range q.GroupBy {
+			selected = append(selected, "v."+string(col)+" AS "+groupNames(q)[i])
 		}
-		w += " AND (" + s.renumber(and, len(args)) + ")"
-		args = append(args, andArgs...)
+		w, err := where(sub, s.sp, bind)
+		if err != nil {
+			return "", err
+		}
+		var extra []string
+		if after != nil {
+			extra = after()
+		}
+		if and != nil {
+			extra = append(extra, "("+and(bind)+")")
+		}
+		for _, term := range extra {
+			if w == "" {
+				w = " WHERE " + term
+			} else {
+				w += " AND " + term
+			}
+		}
+		return `SELECT ` + strings.Join(selected, ", ") + `, ` + n + ` AS n FROM ` + table + ` v` + w +
+			` GROUP BY ` + strings.Join(positions(len(q.GroupBy)+1), ", "), nil
 	}
-	query := `SELECT v.last_seen / ` + bucket + `, ` + strings.Join(groups, ", ") + `, count(*)
-		FROM ` + s.sp.Versions + ` v` + w + ` GROUP BY ` + strings.Join(positions(len(groups)+1), ", ")
-	if limit > 0 {
-		query += ` LIMIT ` + bind(limit)
+	// A text search keeps the versions stored before its column (NULL
+	// there) for a list's reader to match on their Event; a count reads
+	// none (history.CountQuery).
+	var searched []string
+	for _, c := range q.Conditions {
+		if c.Contains {
+			for _, col := range c.Columns {
+				searched = append(searched, "v."+string(col)+" IS NOT NULL")
+			}
+		}
 	}
-	return read(ctx, s, func() (string, []any, error) { return query, args, nil }, func(rows Rows) (cell, error) {
+	versions := func(sub history.Query) (string, error) {
+		return leg(s.sp.Versions, "v.last_seen / "+bind(q.Bucket.Nanoseconds()), "count(*)", sub, func() []string { return searched })
+	}
+	var legs []string
+	add := func(l string, err error) error {
+		legs = append(legs, l)
+		return err
+	}
+	var first, end *int64 // the whole hours [first, end) of the window
+	if !q.Since.IsZero() {
+		h := ceilHour(q.Since)
+		first = &h
+	}
+	if !q.Until.IsZero() {
+		h := floorHour(q.Until)
+		end = &h
+	}
+	if !ReadHourly || !hourly(q) || first != nil && end != nil && *first >= *end {
+		if err := add(versions(q.Query)); err != nil {
+			return "", err
+		}
+	} else {
+		if first != nil && q.Since.UnixNano() != *first*hourNanos {
+			edge := q.Query
+			edge.Until = time.Unix(0, *first*hourNanos)
+			if err := add(versions(edge)); err != nil {
+				return "", err
+			}
+		}
+		hours := func() []string {
+			var terms []string
+			if first != nil {
+				terms = append(terms, "v.hour >= "+bind(*first))
+			}
+			if end != nil {
+				terms = append(terms, "v.hour < "+bind(*end))
+			}
+			return terms
+		}
+		bucket := "v.hour / " + bind(int64(q.Bucket/time.Hour))
+		if err := add(leg(s.sp.Hourly, bucket, "CAST(sum(v.n) AS BIGINT)", history.Query{Conditions: q.Conditions}, hours)); err != nil {
+			return "", err
+		}
+		if end != nil && q.Until.UnixNano() != *end*hourNanos {
+			edge := q.Query
+			edge.Since = time.Unix(0, *end*hourNanos)
+			if err := add(versions(edge)); err != nil {
+				return "", err
+			}
+		}
+	}
+	return "(" + strings.Join(legs, " UNION ALL ") + ") AS counted", nil
+}
+
+// countCells counts q's versions per bucket and group, at most limit
+// cells (0: all), the groups restricted by and (counted).
+func (s *Store) countCells(ctx context.Context, q history.CountQuery, and func(bind func(any) string) string, limit int) ([]cell, error) {
+	return read(ctx, s, func() (string, []any, error) { return s.cellsQuery(q, and, limit) }, func(rows Rows) (cell, error) {
 		var c cell
 		var b int64
-		c.values = make([]string, len(groups))
+		c.values = make([]string, len(q.GroupBy))
 		dest := []any{&b}
 		for i := range c.values {
 			dest = append(dest, &c.values[i])
@@ -131,38 +225,42 @@ func (s *Store) countCells(ctx context.Context, q history.CountQuery, groups []s
 	})
 }
 
-// renumber spells a condition written with ? for the dialect, its
-// parameters following n already bound.
-func (s *Store) renumber(condition string, n int) string {
-	var b strings.Builder
-	for i, part := range strings.Split(condition, "?") {
-		if i > 0 {
-			b.WriteString(s.sp.Placeholder(n + i))
-		}
-		b.WriteString(part)
+// cellsQuery is countCells' statement.
+func (s *Store) cellsQuery(q history.CountQuery, and func(bind func(any) string) string, limit int) (string, []any, error) {
+	var args []any
+	bind := s.sp.bind(&args)
+	from, err := s.counted(q, and, bind)
+	if err != nil {
+		return "", nil, err
 	}
-	return b.String()
+	keys := append([]string{"b"}, groupNames(q)...)
+	query := `SELECT ` + strings.Join(keys, ", ") + `, CAST(sum(n) AS BIGINT) FROM ` + from + ` GROUP BY ` + strings.Join(keys, ", ")
+	if limit > 0 {
+		query += ` LIMIT ` + bind(limit)
+	}
+	return query, args, nil
 }
 
 // twoPass counts in two statements: the groups' totals with the whole
 // count beside them (a window function, which runs after GROUP BY and
 // before LIMIT), the Top largest kept, then those groups' versions per
 // bucket.
-func (s *Store) twoPass(ctx context.Context, q history.CountQuery, groups []string) (history.Counts, error) {
+func (s *Store) twoPass(ctx context.Context, q history.CountQuery) (history.Counts, error) {
 	var out history.Counts
+	groups := groupNames(q)
 	var ordered []string
 	for _, g := range groups {
 		ordered = append(ordered, g+s.sp.Bytewise)
 	}
 	var args []any
 	bind := s.sp.bind(&args)
-	w, err := where(q.Query, s.sp, bind)
+	from, err := s.counted(q, nil, bind)
 	if err != nil {
 		return out, err
 	}
-	totals := `SELECT ` + strings.Join(groups, ", ") + `, count(*) AS n, CAST(sum(count(*)) OVER () AS BIGINT)
-		FROM ` + s.sp.Versions + ` v` + w + ` GROUP BY ` + strings.Join(groups, ", ") +
-		` ORDER BY n DESC, ` + strings.Join(ordered, ", ") + ` LIMIT ` + bind(q.Top)
+	totals := `SELECT ` + strings.Join(groups, ", ") + `, CAST(sum(n) AS BIGINT) AS total, CAST(sum(sum(n)) OVER () AS BIGINT)
+		FROM ` + from + ` GROUP BY ` + strings.Join(groups, ", ") +
+		` ORDER BY total DESC, ` + strings.Join(ordered, ", ") + ` LIMIT ` + bind(q.Top)
 	out.Groups, err = read(ctx, s, func() (string, []any, error) { return totals, args, nil }, func(rows Rows) (history.GroupCount, error) {
 		g := history.GroupCount{Values: make([]string, len(groups)), Buckets: map[time.Time]int64{}}
 		dest := make([]any, 0, len(groups)+2)
@@ -175,20 +273,23 @@ func (s *Store) twoPass(ctx context.Context, q history.CountQuery, groups []stri
 		return out, err
 	}
 	index := make(map[string]int, len(out.Groups))
-	var chosen []string
-	var chosenArgs []any
 	for i, g := range out.Groups {
 		index[strings.Join(g.Values, "\x00")] = i
-		var parts []string
-		for j, col := range groups {
-			parts = append(parts, col+" = ?")
-			chosenArgs = append(chosenArgs, g.Values[j])
+	}
+	chosen := func(bind func(any) string) string {
+		var alternatives []string
+		for _, g := range out.Groups {
+			var parts []string
+			for j, col := range q.GroupBy {
+				parts = append(parts, "v."+string(col)+" = "+bind(g.Values[j]))
+			}
+			alternatives = append(alternatives, "("+strings.Join(parts, " AND ")+")")
 		}
-		chosen = append(chosen, "("+strings.Join(parts, " AND ")+")")
+		return strings.Join(alternatives, " OR ")
 	}
 	// Top groups by the window's buckets: the caller bounds both
 	// (registry/history's maxTop and maxBuckets).
-	cells, err := s.countCells(ctx, q, groups, strings.Join(chosen, " OR "), 0, chosenArgs...)
+	cells, err := s.countCells(ctx, q, chosen, 0)
 	if err != nil {
 		return out, err
 	}

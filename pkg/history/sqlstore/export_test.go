@@ -10,6 +10,11 @@ import (
 // ListQuery and ChangesQuery are List's and Changes' statements.
 func (s *Store) ListQuery(q history.Query) (string, []any, error) { return s.listQuery(q) }
 
+// CellsQuery is Count's one-pass statement.
+func (s *Store) CellsQuery(q history.CountQuery) (string, []any, error) {
+	return s.cellsQuery(q, nil, 0)
+}
+
 func (s *Store) ChangesQuery(q history.ChangeQuery) (string, []any, error) { return s.changesQuery(q) }
 
 // SQLitePlan is SQLite's plan for query, one step a line.

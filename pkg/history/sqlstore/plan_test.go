@@ -130,3 +130,50 @@ func TestSearchPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestCountPlan: on SQLite, a count by the hourly counts' columns reads the
+// window's whole hours from them by their key, and its partial hours at the
+// edges from the versions' covering index by last_seen; a window of whole
+// hours reads no version at all. A count by the regarding name reads the
+// versions (their covering index), the hourly counts holding no names.
+func TestCountPlan(t *testing.T) {
+	s := openSQLite(t)
+	hour := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	byReason := []history.Column{history.ColumnReason}
+	inNamespace := []history.Condition{{Columns: []history.Column{history.ColumnNamespace}, Value: "ns"}}
+	for _, tc := range []struct {
+		name         string
+		since, until time.Time
+		groupBy      []history.Column
+		conditions   []history.Condition
+		want, not    []string
+	}{
+		{"whole hours", hour.Add(-168 * time.Hour), hour, byReason, nil,
+			[]string{"PRIMARY KEY (hour>? AND hour<?)"}, []string{"versions_by", "SCAN v"}},
+		{"whole hours in a namespace", hour.Add(-168 * time.Hour), hour, byReason, inNamespace,
+			[]string{"PRIMARY KEY (hour>? AND hour<?)"}, []string{"versions_by", "SCAN v"}},
+		{"partial hours", hour.Add(-168*time.Hour + time.Minute), hour.Add(time.Minute), byReason, nil,
+			[]string{"PRIMARY KEY (hour>? AND hour<?)", "versions_by_counted (last_seen>? AND last_seen<?)"}, []string{"SCAN v"}},
+		{"by regarding name", hour.Add(-168 * time.Hour), hour, []history.Column{history.ColumnRegardingName}, nil,
+			[]string{"versions_by_counted (last_seen>? AND last_seen<?)"}, []string{"PRIMARY KEY", "SCAN v"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			query, args, err := s.CellsQuery(history.CountQuery{Query: history.Query{Conditions: tc.conditions, Since: tc.since, Until: tc.until, Through: 100},
+				GroupBy: tc.groupBy, Bucket: time.Hour, Top: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			joined := queryPlan(t, s, query, args)
+			for _, want := range tc.want {
+				if !strings.Contains(joined, want) {
+					t.Errorf("the plan does not use %s:\n%s", want, joined)
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(joined, not) {
+					t.Errorf("the plan has %s:\n%s", not, joined)
+				}
+			}
+		})
+	}
+}

@@ -220,3 +220,13 @@ func ListOneObjectWeek(b *testing.B, s history.Store, h BenchHistory) {
 		})
 	}
 }
+
+// HourlyDisagreements counts the hours and reasons whose hourly count
+// (sqlstore.Hourly, in table hourly) is not the count of the versions
+// (table versions) last seen in that hour with that reason: a bulk fill's
+// check of the counts it made after its rows.
+func HourlyDisagreements(versions, hourly string) string {
+	return `SELECT count(*) FROM (SELECT last_seen / 3600000000000 AS hour, reason, count(*) AS n FROM ` + versions + ` GROUP BY 1, 2) v
+		FULL JOIN (SELECT hour, reason, sum(n) AS n FROM ` + hourly + ` GROUP BY 1, 2) r USING (hour, reason)
+		WHERE v.n IS DISTINCT FROM r.n`
+}

@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -231,7 +230,8 @@ func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace 
 	specPath := field.NewPath("spec")
 
 	selectorPath := specPath.Child("fieldSelector")
-	selector, err := fields.ParseSelector(spec.FieldSelector)
+	// The set forms (in, notin) as a list's query takes them.
+	selector, err := fieldselectors.ParseSelector(historyv1alpha1.SchemeGroupVersion.WithResource("eventrecords"), spec.FieldSelector)
 	if err == nil {
 		selector, err = selector.Transform(r.convertLabel)
 	}
@@ -262,6 +262,12 @@ func (r *CountREST) countQuery(spec *historyapi.EventRecordCountSpec, namespace 
 			}
 		}
 		for _, c := range p.query.Conditions {
+			if c.Contains {
+				// A text search counts the versions whose note holds the
+				// term; those stored before the note column was added
+				// hold none to search (history.CountQuery).
+				continue
+			}
 			for _, col := range c.Columns {
 				if def, ok := store.LookupColumn(col); ok && def.NullBefore() {
 					errs = append(errs, field.Invalid(selectorPath, spec.FieldSelector, fmt.Sprintf(

@@ -43,7 +43,7 @@ func TestCount(t *testing.T) {
 	for i, reason := range reasons {
 		event := &core.Event{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ev-", i), UID: types.UID(fmt.Sprint("uid-", i))},
-			Reason:     reason, Type: "Warning", Action: "Restart",
+			Reason:     reason, Type: "Warning", Action: "Restart", Message: fmt.Sprintf("Event %d of %s: x509 expired", i, reason),
 			LastTimestamp: metav1.NewTime(now.Add(-time.Duration(i) * time.Hour).Add(time.Minute)),
 		}
 		v, err := runtime.Encode(encoder, event)
@@ -86,6 +86,22 @@ func TestCount(t *testing.T) {
 	if err != nil || status.Total != 5 || status.Other != 2 || len(status.Groups) != 1 {
 		t.Errorf("top 1: %+v, %v", status, err)
 	}
+	// The set forms and a text search, as a list takes them.
+	for selector, want := range map[string]string{
+		"reason in (Started,Pulled),since=24h":         "[Pulled=1 Started=1]",
+		"reason notin (Started,Pulled),since=24h":      "[BackOff=3]",
+		"note.contains=OF BACKOFF,since=24h":           "[BackOff=3]",
+		"note.contains=x509,reason!=BackOff,since=24h": "[Pulled=1 Started=1]",
+	} {
+		status, err := count(rest, historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: selector})
+		var got []string
+		for _, g := range status.Groups {
+			got = append(got, fmt.Sprintf("%s=%d", g.Values[0], g.Total))
+		}
+		if err != nil || fmt.Sprint(got) != want {
+			t.Errorf("%s: %v (%v), want %s", selector, got, err, want)
+		}
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -100,6 +116,8 @@ func TestCount(t *testing.T) {
 		{"unknown label", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: "color=red"}, "field label not supported: color"},
 		{"label without a column", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: "action=Restart"}, "a count reads only the fields history keeps in columns"},
 		{"added column", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: "note=x"}, "note: versions stored before"},
+		{"search term too short", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: "note.contains=x5"}, "spec.fieldSelector: Invalid value"},
+		{"set of a label without one", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: "note.contains in (x509,abcd)"}, "spec.fieldSelector: Invalid value"},
 		{"window too long", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: "since=200h"}, "more than the 168h0m0s a count may span"},
 		{"since after until", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, FieldSelector: "since=1h,until=2h"}, "must be before until"},
 		{"too many buckets", historyapi.EventRecordCountSpec{GroupBy: []string{"reason"}, BucketSize: metav1.Duration{Duration: time.Second}}, "more than 2000: choose a larger bucketSize"},

@@ -19,13 +19,14 @@ import (
 // --history-query-timeout).
 type Limits struct {
 	// MaxWindow is the longest window (since to until) a text search may
-	// span. A plain list needs none: it reads its page newest first from
-	// an index and stops (maxPage, scanFactor).
+	// span, a list's or a watch's initial state's. A plain list needs
+	// none: it reads its page newest first from an index and stops
+	// (maxPage, scanFactor).
 	MaxWindow time.Duration
 	// MaxRows is the most versions a text search may select in its
 	// window; the store counts them before reading any (store.Query.MaxRows).
 	MaxRows int
-	// Timeout bounds each store query of a list: both stores cancel a
+	// Timeout bounds each store query of a list or a watch: both stores cancel a
 	// statement with its context (SQLite interrupts it, pgx cancels it on
 	// the server), and the client gets kube-apiserver's 504.
 	Timeout time.Duration

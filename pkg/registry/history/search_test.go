@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
@@ -179,23 +180,30 @@ func TestSearchLimits(t *testing.T) {
 		{"negated", registry.Limits{}, "note.contains!=failed,since=1h", http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			[]string{"note.contains supports only '='"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rest := registry.NewREST(s, decoder, registry.FeedConfig{}).WithLimits(tc.limits)
-			_, err := list(rest, tc.selector)
-			status, ok := err.(apierrors.APIStatus)
-			if !ok {
-				t.Fatalf("err = %v, want a Status", err)
-			}
-			st := status.Status()
-			if st.Code != tc.code || st.Reason != tc.reason || st.Status != metav1.StatusFailure {
-				t.Errorf("status %d %s %s, want %d %s Failure", st.Code, st.Reason, st.Status, tc.code, tc.reason)
-			}
-			for _, part := range tc.message {
-				if !strings.Contains(st.Message, part) {
-					t.Errorf("message %q does not say %q", st.Message, part)
+		// A watch with its initial state is a list of the window first:
+		// the same limits, refused before it starts or as its ERROR event.
+		for way, read := range map[string]func(*registry.REST, string) error{
+			"list":  func(rest *registry.REST, selector string) error { _, err := list(rest, selector); return err },
+			"watch": watchInitial,
+		} {
+			t.Run(tc.name+"/"+way, func(t *testing.T) {
+				rest := registry.NewREST(s, decoder, registry.FeedConfig{}).WithLimits(tc.limits)
+				err := read(rest, tc.selector)
+				status, ok := err.(apierrors.APIStatus)
+				if !ok {
+					t.Fatalf("err = %v, want a Status", err)
 				}
-			}
-		})
+				st := status.Status()
+				if st.Code != tc.code || st.Reason != tc.reason || st.Status != metav1.StatusFailure {
+					t.Errorf("status %d %s %s, want %d %s Failure", st.Code, st.Reason, st.Status, tc.code, tc.reason)
+				}
+				for _, part := range tc.message {
+					if !strings.Contains(st.Message, part) {
+						t.Errorf("message %q does not say %q", st.Message, part)
+					}
+				}
+			})
+		}
 	}
 	// Within every limit the same store answers. The version stored
 	// before the note column counts as selected: the store cannot tell
@@ -203,5 +211,29 @@ func TestSearchLimits(t *testing.T) {
 	rest := registry.NewREST(s, decoder, registry.FeedConfig{}).WithLimits(registry.Limits{MaxWindow: time.Hour, MaxRows: 4})
 	if got, err := list(rest, "note.contains=failed,since=1h"); err != nil || len(got) != 3 {
 		t.Errorf("within the limits: %v, %v", got, err)
+	}
+}
+
+// watchInitial watches selector with its initial state (kubectl's
+// resourceVersion "") and returns the error that refused the watch or its
+// first event's Status; nil when its first event is a record.
+func watchInitial(rest *registry.REST, selector string) error {
+	parsed, err := fields.ParseSelector(selector)
+	if err != nil {
+		return err
+	}
+	w, err := rest.Watch(genericapirequest.WithNamespace(context.Background(), "ns"), &metainternalversion.ListOptions{FieldSelector: parsed})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	select {
+	case e := <-w.ResultChan():
+		if e.Type == watch.Error {
+			return apierrors.FromObject(e.Object)
+		}
+		return nil
+	case <-time.After(wait.ForeverTestTimeout):
+		return fmt.Errorf("no event in %s", wait.ForeverTestTimeout)
 	}
 }

@@ -206,6 +206,15 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 		}
 		return nil, err
 	}
+	if p.search && start.initial {
+		// The initial state is a list of the window: a text search's
+		// is held to a list's limits (Limits), and its changes, read
+		// from the feed's positions after it, need no window.
+		if err := r.limits.CheckWindow(p.query.Since, p.query.Until, time.Now()); err != nil {
+			return nil, err
+		}
+		p.query.MaxRows = r.limits.MaxRows
+	}
 	if err := r.hub.join(); err != nil {
 		return nil, err
 	}
@@ -419,11 +428,14 @@ func (w *feedWatcher) sendInitial(ctx context.Context, position int64) bool {
 	q.Through = position
 	q.Limit = w.rest.feed.PageSize
 	for {
-		rows, err := w.rest.store.List(ctx, q)
+		// Each page under --history-query-timeout, as a list's; MaxRows
+		// is counted once, on the first.
+		rows, err := query(ctx, w.rest.limits, func(ctx context.Context) ([]store.Record, error) { return w.rest.store.List(ctx, q) })
 		if err != nil {
-			w.fail(ctx, storeError(err))
+			w.fail(ctx, err)
 			return false
 		}
+		q.MaxRows = 0
 		for _, row := range rows {
 			if !w.sendRecord(ctx, watch.Added, row) {
 				return false
@@ -450,13 +462,15 @@ func (w *feedWatcher) sendChanges(ctx context.Context, cursor int64) (int64, boo
 		return cursor, false
 	}
 	for cursor < state.Position {
-		changes, err := s.Changes(ctx, store.ChangeQuery{
-			After: cursor, Through: state.Position,
-			Conditions: w.query.Conditions, Since: w.query.Since, Until: w.query.Until,
-			Limit: w.rest.feed.PageSize,
+		changes, err := query(ctx, w.rest.limits, func(ctx context.Context) ([]store.Change, error) {
+			return s.Changes(ctx, store.ChangeQuery{
+				After: cursor, Through: state.Position,
+				Conditions: w.query.Conditions, Since: w.query.Since, Until: w.query.Until,
+				Limit: w.rest.feed.PageSize,
+			})
 		})
 		if err != nil {
-			w.fail(ctx, storeError(err))
+			w.fail(ctx, err)
 			return cursor, false
 		}
 		// Retention may have removed part of what was read: then the

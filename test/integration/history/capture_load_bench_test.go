@@ -1,0 +1,89 @@
+package history
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
+	"github.com/eventapiserver/event-apiserver/test/integration/framework"
+)
+
+// TestHistoryCaptureUnderQueryLoad measures whether capture keeps pace while
+// heavy queries run (issue 45: capture never waits behind a reader):
+// EVENT_APISERVER_HISTORY_BENCH=1 to run it. kube-apiserver v1.36.3 and a
+// history-only replica on SQLite with the default batches, as
+// TestHistoryOnlyCaptureCost runs them; EVENT_APISERVER_HISTORY_BENCH_ROUNDS
+// rounds (default 10) of EVENT_APISERVER_HISTORY_BENCH_CREATES creates
+// (default 2000) fill the history the queries read. Then one round
+// measures capture's lag and the create rate quietly, and one more while
+// four clients each run the heaviest count the limits allow in a loop:
+// across all namespaces, over the longest window
+// (--history-max-query-window, 336h), by regarding name and reason, which
+// the hourly counts cannot answer, so each reads every version of the
+// window, in hourly buckets, the top 100.
+func TestHistoryCaptureUnderQueryLoad(t *testing.T) {
+	b, _, rounds := startCaptureBench(t)
+	for r := 0; r < rounds; r++ {
+		b.round()
+	}
+	b.stored()
+	quiet := b.lagRound()
+
+	history := framework.HistoryClient(t, b.replica.Client)
+	spec := historyv1alpha1.EventRecordCountSpec{GroupBy: []string{"regarding.name", "reason"}, FieldSelector: "since=336h",
+		BucketSize: metav1.Duration{Duration: time.Hour}, Top: 100}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var queries, counted atomic.Int64
+	var mu sync.Mutex
+	var errs []error
+	started := time.Now()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				got, err := history.ClusterEventRecordCounts().Create(ctx, &historyv1alpha1.ClusterEventRecordCount{Spec: spec}, metav1.CreateOptions{})
+				if ctx.Err() != nil {
+					return
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				queries.Add(1)
+				counted.Store(got.Status.Total)
+			}
+		}()
+	}
+	// The queries are running before the round starts: the first answer
+	// came.
+	err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, 5*time.Minute, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return queries.Load() > 0 || len(errs) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no count answered: %v", err)
+	}
+	loaded := b.lagRound()
+	stop()
+	wg.Wait()
+	elapsed := time.Since(started)
+	if len(errs) > 0 {
+		t.Fatalf("the queries failed: %v", errs)
+	}
+	t.Logf("quiet: %s", quiet)
+	t.Logf("under 4 clients counting in a loop (%d counts in %v, %.2f/s, each of %d versions): %s",
+		queries.Load(), elapsed.Round(time.Second), float64(queries.Load())/elapsed.Seconds(), counted.Load(), loaded)
+	t.Logf("p99 lag %.2f s quiet, %.2f s loaded; create rate %.0f/s quiet, %.0f/s loaded; drain %v quiet, %v loaded",
+		quiet.pct(0.99), loaded.pct(0.99), quiet.rate, loaded.rate, quiet.drain.Round(time.Millisecond), loaded.drain.Round(time.Millisecond))
+}
