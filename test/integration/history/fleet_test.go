@@ -22,8 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
@@ -108,7 +106,7 @@ func TestFleet(t *testing.T) {
 		recordFleetEvents(ctx, t, client, appNamespace, "web-"+name, "BackOff", 2)
 		recordFleetEvents(ctx, t, client, appNamespace, "web-"+name, "Pulled", 1)
 	}
-	kubeconfig := hubKubeconfig(t, hub, clusters["a"].AdminToken)
+	kubeconfig := hub.Kubeconfig(t, clusters["a"].AdminToken)
 	records := func(selector string) []string {
 		t.Helper()
 		out, stderr, err := framework.Kubectl(t, kubeconfig, "get", "eventrecords", "-A", "--field-selector", selector,
@@ -173,6 +171,31 @@ func TestFleet(t *testing.T) {
 		if resp := get(records, url.Values{"fieldSelector": {"cluster=b"}, "watch": {"1"}, "timeoutSeconds": {"1"}}); resp.Code != http.StatusOK ||
 			!strings.Contains(string(resp.Body), `"cluster":"b"`) || strings.Contains(string(resp.Body), `"cluster":"a"`) {
 			t.Errorf("b's reader watches b's records: %d %s", resp.Code, resp.Body)
+		}
+		// Counts tell no more than lists: b's are b's reader's, and a
+		// count that would take in a's records is refused, not cut to b's.
+		count := func(kind, path, selector string) framework.Response {
+			t.Helper()
+			body, err := json.Marshal(map[string]any{
+				"apiVersion": historyv1alpha1.SchemeGroupVersion.String(), "kind": kind,
+				"spec": historyv1alpha1.EventRecordCountSpec{FieldSelector: selector, GroupBy: []string{"cluster"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return reader.Do(t, http.MethodPost, path, body, map[string]string{"Accept": "application/json", "Content-Type": "application/json"})
+		}
+		inAppsCounts := strings.TrimSuffix(inApps, "eventrecords") + "eventrecordcounts"
+		if resp := count("EventRecordCount", inAppsCounts, "cluster=b"); resp.Code != http.StatusCreated || !strings.Contains(string(resp.Body), `"total":3`) {
+			t.Errorf("b's reader counts b's records: %d %s, want 201 with total 3", resp.Code, resp.Body)
+		}
+		for _, selector := range []string{"cluster=a", "cluster in (a,b)", "cluster!=b", ""} {
+			if resp := count("EventRecordCount", inAppsCounts, selector); resp.Code != http.StatusForbidden {
+				t.Errorf("b's reader counts %q in %s by cluster: %d %s, want 403", selector, appNamespace, resp.Code, resp.Body)
+			}
+		}
+		everywhere := strings.TrimSuffix(records, "eventrecords") + "clustereventrecordcounts"
+		if resp := count("ClusterEventRecordCount", everywhere, "cluster=a"); resp.Code != http.StatusForbidden {
+			t.Errorf("b's reader counts a's records in every namespace: %d %s, want 403", resp.Code, resp.Body)
 		}
 		// A record of a by name: not found, not forbidden, which would
 		// tell that it exists.
@@ -384,6 +407,7 @@ func clusterReaderToken(ctx context.Context, t *testing.T, client kubernetes.Int
 	t.Helper()
 	return serviceAccountToken(ctx, t, client, name,
 		rbacv1.PolicyRule{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecords"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"eventrecordcounts", "clustereventrecordcounts"}, Verbs: []string{"create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"history.eventapiserver.io"}, Resources: []string{"clusters"}, ResourceNames: clusters, Verbs: []string{"get"}})
 }
 
@@ -413,20 +437,3 @@ func serviceAccountToken(ctx context.Context, t *testing.T, client kubernetes.In
 	return token.Status.Token
 }
 
-// hubKubeconfig is a kubeconfig for kubectl against the history-only hub
-// directly, with token (which it authenticates through its cluster's
-// TokenReview); its serving certificate is self-signed, and TLS is not
-// what this test is about.
-func hubKubeconfig(t *testing.T, hub *framework.HistoryOnlyReplica, token string) string {
-	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["hub"] = &clientcmdapi.Cluster{Server: hub.Client.BaseURL, InsecureSkipTLSVerify: true}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "admin"}
-	cfg.CurrentContext = "hub"
-	path := filepath.Join(t.TempDir(), "hub.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
