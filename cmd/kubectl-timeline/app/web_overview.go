@@ -82,7 +82,7 @@ func windowSelector(scope web.Scope, search string, since, until time.Time, narr
 // whose sum is each bucket's total.
 func (b *webBackend) Counts(ctx context.Context, q web.CountsQuery) (*web.Counts, error) {
 	spec := historyv1alpha1.EventRecordCountSpec{
-		FieldSelector: windowSelector(q.Scope, "", q.Since, q.Until),
+		FieldSelector: windowSelector(q.Scope, q.Search, q.Since, q.Until),
 		GroupBy:       []string{q.By},
 		BucketSize:    metav1.Duration{Duration: q.Bucket},
 		Top:           q.Top,

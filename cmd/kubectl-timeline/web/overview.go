@@ -21,13 +21,14 @@ type Scope struct {
 }
 
 // CountsQuery is one chart: the server's counts (eventrecordcounts) of the
-// Event versions last seen in [Since, Until), by one field, per Bucket. No
-// text search: the counts API refuses note.contains, since versions stored
-// before history kept the note have none to count by.
+// Event versions last seen in [Since, Until), by one field, per Bucket,
+// those whose note holds Search where it is set (note.contains, which
+// counts no version stored before history kept the note).
 type CountsQuery struct {
 	Scope
 	// By is reason, type or cluster.
-	By string
+	By     string
+	Search string
 	// Until zero is open: the window ends now, and versions a recorder's
 	// clock put later are counted in later buckets, as the API counts them.
 	Since, Until time.Time
@@ -213,6 +214,8 @@ func parseCountsQuery(r *http.Request) (CountsQuery, error) {
 		return q, fmt.Errorf("bucket must be a whole number of seconds, got %q", v.Get("bucket"))
 	}
 	q.Bucket = time.Duration(seconds) * time.Second
+	// The API checks the term (its 400 names what is wrong).
+	q.Search = v.Get("search")
 	q.Top = defaultTop
 	if top := v.Get("top"); top != "" {
 		n, err := strconv.ParseInt(top, 10, 32)

@@ -303,9 +303,12 @@ func testTimelineWebOverview(t *testing.T, ctx context.Context, c *framework.Agg
 		if len(rows) != 1 || rows[0]["data-name"] != "api-1" || rows[0]["data-records"] != "1" {
 			t.Errorf("the search for x509 lists %v, want api-1's one Event", rows)
 		}
-		// The chart stays the window's: the counts API takes no note.contains.
-		if fs := tab.eval(t, `document.querySelector('p.query').dataset.fieldSelector`); strings.Contains(fs, "note") {
-			t.Errorf("the chart was counted with %q", fs)
+		// The chart counts the Events the search found, as the API counts them.
+		waitPage(t, tab, `document.body.dataset.state === 'ready' && document.querySelector('p.query').dataset.fieldSelector.startsWith('note.contains=x509,')`)
+		searched := readPageCounts(t, tab)
+		compareToAPI(t, ctx, c.Kube.RestConfig(), ns, searched)
+		if searched.Total != 1 {
+			t.Errorf("the chart of x509 counts %d versions, want api-1's one", searched.Total)
 		}
 		tab.screenshot(t, "timeline-web-overview-search")
 
@@ -323,6 +326,9 @@ func testTimelineWebOverview(t *testing.T, ctx context.Context, c *framework.Agg
 		heading, message := tab.text(t, ".search-error h2"), tab.text(t, ".search-error .message")
 		if !strings.Contains(heading, "400") || message != apiErr.Error() {
 			t.Errorf("the search for ab shows %q: %q, want 400: %q", heading, message, apiErr.Error())
+		}
+		if fs := tab.eval(t, `document.querySelector('p.query').dataset.fieldSelector`); !strings.HasPrefix(fs, "note.contains=x509,") {
+			t.Errorf("after a refused term the chart is counted with %q, want the last search's", fs)
 		}
 	})
 

@@ -2,10 +2,10 @@
 // stacked bars by reason or type, counted by the server (eventrecordcounts,
 // through the plugin, with the user's identity), a table of the same
 // numbers, and from a segment the objects behind it, each a link to its
-// story. A search of the notes (note.contains) lists the objects whose
-// Events hold the term; it does not narrow the chart, since the counts API
-// refuses note.contains (versions stored before history kept the note
-// have none to count by). On a fleet's hub a picker
+// story. A search of the notes (note.contains) narrows the chart and the
+// drill-downs to the Events whose notes hold the term and lists their
+// objects (versions stored before history kept the note have none, and
+// are neither counted nor listed). On a fleet's hub a picker
 // narrows every request to one cluster (cluster=).
 
 import { getJSON } from './api.js';
@@ -152,7 +152,7 @@ export class EventsView {
     const hint = document.createElement('span');
     hint.id = 'search-help';
     hint.className = 'hint';
-    hint.textContent = 'Lists the objects whose Events hold it; the chart stays whole (counts cannot select by note).';
+    hint.textContent = 'Counts only the Events whose note holds it, and lists their objects.';
     form.appendChild(hint);
     form.addEventListener('submit', (e) => {
       e.preventDefault();
@@ -266,7 +266,9 @@ export class EventsView {
 
   countParams() {
     const since = Date.now() - this.window.ms;
-    return { ...this.scopeParams(), by: this.by, since: String(since), bucket: String(this.window.bucket), top: String(this.top) };
+    const p = { ...this.scopeParams(), by: this.by, since: String(since), bucket: String(this.window.bucket), top: String(this.top) };
+    if (this.search) p.search = this.search;
+    return p;
   }
 
   async load() {
@@ -291,35 +293,41 @@ export class EventsView {
     }
     this.draw();
     if (this.search && !this.searched) {
-      // A search in the URL (back from a story) runs again.
+      // A search in the URL (back from a story) lists its objects again.
       this.searched = true;
-      await this.runSearch();
+      await this.listSearch(this.search);
     }
     document.body.dataset.state = 'ready';
   }
 
-  // runSearch lists the objects whose Events' notes hold the term, in the
-  // window: a term the API refuses (too short, no run of three letters) is
-  // its 400, shown as it says it.
+  // runSearch narrows the chart to the Events whose notes hold the term
+  // and lists their objects, in the window. A term the API refuses (too
+  // short, no run of three letters) is its 400, shown as it says it, and
+  // the chart stays as it was.
   async runSearch() {
     this.searched = true;
     const term = this.searchInput.value.trim();
     this.searchError.replaceChildren();
+    if (term && !(await this.listSearch(term))) return;
+    if (!term) this.drillBox.replaceChildren();
     this.search = term;
-    this.remember();
-    if (!term) {
-      this.drillBox.replaceChildren();
-      return;
-    }
+    await this.load();
+  }
+
+  // listSearch lists the objects of the Events whose notes hold term;
+  // false where the API refused it.
+  async listSearch(term) {
     const since = Date.now() - this.window.ms;
     this.drillBox.dataset.state = 'loading';
     try {
       const objects = await getJSON('api/objects', { ...this.scopeParams(), by: this.by, any: 'true', since: String(since), search: term });
       this.drawObjects(objects, `Objects with Events whose note holds “${term}”, last ${this.window.name}`);
+      return true;
     } catch (e) {
       const box = errorBox(this.searchError, e, 'The search could not run');
       box.classList.add('inline');
       this.drillBox.dataset.state = 'error';
+      return false;
     }
   }
 
@@ -451,6 +459,7 @@ export class EventsView {
     const c = this.counts;
     const since = Math.max(s.start, c.since);
     const params = { ...this.scopeParams(), by: c.by, since: String(since), until: String(s.start + c.bucket) };
+    if (this.search) params.search = this.search;
     let name;
     if (s.group < 0) {
       params.other = 'true';
