@@ -436,4 +436,3 @@ func serviceAccountToken(ctx context.Context, t *testing.T, client kubernetes.In
 	}
 	return token.Status.Token
 }
-
