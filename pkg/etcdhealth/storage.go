@@ -28,8 +28,9 @@ import (
 //     write sent as etcd dies gets) is a 503, where the generic server would
 //     pass the client's raw error on as a 500.
 //
-// Watches are not gated: the watch cache's own watch and watches resumed
-// from etcd's history report errors in their streams, and reconnect.
+// Watches are not gated: the watch cache's own watch reports errors in its
+// stream and reconnects, and a watch resumed from etcd's history ends
+// where etcd cannot serve it, for its client to resume (watchresume).
 func (g *Gate) Storage(s storage.Interface) storage.Interface {
 	g.mu.Lock()
 	g.stores = append(g.stores, s)

@@ -15,7 +15,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -117,13 +119,56 @@ func (s *Storage) Watch(ctx context.Context, key string, opts storage.ListOption
 	if err != nil {
 		return nil, err
 	}
-	if !opts.Predicate.AllowWatchBookmarks {
-		// etcd broadcasts the progress the cacher requests for consistent
-		// reads to every watch on the same client stream, and the etcd3
-		// store turns them into bookmarks; this client did not ask for any.
-		return withoutBookmarks(ew), nil
+	return forwardUntil(ew, fromEtcd(opts.Predicate.AllowWatchBookmarks)), nil
+}
+
+// fromEtcd decides what of a watch served from etcd's history reaches the
+// client.
+func fromEtcd(bookmarks bool) func(watch.Event) (keep, end bool) {
+	return func(event watch.Event) (bool, bool) {
+		if event.Type == watch.Bookmark {
+			// etcd broadcasts the progress the cacher requests for
+			// consistent reads to every watch on the same client stream,
+			// and the etcd3 store turns them into bookmarks: kept only for
+			// a client that asked.
+			return bookmarks, false
+		}
+		// The etcd3 store ends a watch whose etcd member lost its leader
+		// (it watches WithRequireLeader) with a 500 carrying etcd's error,
+		// which client-go answers with a relist. The cache's own watchers
+		// are closed instead when its watch fails, and the client resumes
+		// from the last resourceVersion it got: so is this one, and the
+		// resumed watch lands on a member that has a leader, or in the
+		// cache.
+		unavailable := etcdUnavailable(event)
+		return !unavailable, unavailable
 	}
-	return ew, nil
+}
+
+// etcdUnavailableErrors are etcd's errors of gRPC code Unavailable (etcd
+// could not serve, not a refusal of the request), as the etcd3 store
+// words them in a watch's Error event: only their text is left there.
+var etcdUnavailableErrors = []string{
+	rpctypes.ErrNoLeader.Error(), rpctypes.ErrLeaderChanged.Error(), rpctypes.ErrTimeout.Error(),
+	"code = Unavailable",
+}
+
+// etcdUnavailable reports whether event is the etcd3 store's 500 for an
+// etcd that could not serve the watch.
+func etcdUnavailable(event watch.Event) bool {
+	if event.Type != watch.Error {
+		return false
+	}
+	status, ok := event.Object.(*metav1.Status)
+	if !ok || status.Code != http.StatusInternalServerError {
+		return false
+	}
+	for _, text := range etcdUnavailableErrors {
+		if strings.Contains(status.Message, text) {
+			return true
+		}
+	}
+	return false
 }
 
 // resumes reports whether a watch starts from a given resource version

@@ -17,11 +17,19 @@ type forwarder struct {
 
 func forward(src watch.Interface, first []watch.Event, keep func(watch.Event) bool) watch.Interface {
 	f := &forwarder{src: src, result: make(chan watch.Event), done: make(chan struct{})}
-	go f.run(first, keep)
+	go f.run(first, func(event watch.Event) (bool, bool) { return keep(event), false })
 	return f
 }
 
-func (f *forwarder) run(first []watch.Event, keep func(watch.Event) bool) {
+// forwardUntil relays src's events that decide keeps, and ends the watch
+// (closes its channel) at the first that decide ends.
+func forwardUntil(src watch.Interface, decide func(watch.Event) (keep, end bool)) watch.Interface {
+	f := &forwarder{src: src, result: make(chan watch.Event), done: make(chan struct{})}
+	go f.run(nil, decide)
+	return f
+}
+
+func (f *forwarder) run(first []watch.Event, decide func(watch.Event) (keep, end bool)) {
 	defer close(f.result)
 	defer f.src.Stop()
 	for _, event := range first {
@@ -35,7 +43,8 @@ func (f *forwarder) run(first []watch.Event, keep func(watch.Event) bool) {
 			if !ok {
 				return
 			}
-			if keep(event) && !f.send(event) {
+			keep, end := decide(event)
+			if end || keep && !f.send(event) {
 				return
 			}
 		case <-f.done:
@@ -60,9 +69,3 @@ func (f *forwarder) Stop() {
 }
 
 func keepAll(watch.Event) bool { return true }
-
-// withoutBookmarks drops the bookmarks of w, for clients that did not ask
-// for them.
-func withoutBookmarks(w watch.Interface) watch.Interface {
-	return forward(w, nil, func(event watch.Event) bool { return event.Type != watch.Bookmark })
-}
