@@ -365,7 +365,11 @@ func (m *fleetBenchMember) since() (created, missed int64, latencies []time.Dura
 // to one of a pool of senders, and a tick no sender is free for is missed
 // (an open loop, as kubelets do not slow down for a slow apiserver).
 func (m *fleetBenchMember) write(ctx context.Context, rate int, stop <-chan struct{}) {
-	senders := max(4, rate/10)
+	// A second's creates in flight: with rate/10 senders a member whose
+	// creates took 200 ms under load (nice 10, a full machine) capped its
+	// writer at half the rate asked, the pool and not the member missing
+	// the ticks.
+	senders := max(4, rate)
 	work := make(chan struct{}, senders)
 	var wg sync.WaitGroup
 	for w := 0; w < senders; w++ {
