@@ -8,7 +8,7 @@
 #
 # EVENT_APISERVER_FLEET_BENCH_ETCDS (default 1) is how many etcds the members
 # share, each member under its own --etcd-prefix; EVENT_APISERVER_FLEET_BENCH_MEMBERS_NICE
-# (e.g. 10) runs the members' kube-apiservers and etcds at that niceness, so that
+# (e.g. 10) runs the members' kube-apiservers, etcds and writers at that niceness, so that
 # the hub and PostgreSQL get the CPU first, as on machines of their own. Results are the test's
 # "stage ..." log lines (the whole log in _output/bench-fleet.log). Run it alone on the machine (it takes the
 # integration tests' exclusive lock; other benchmarks should not run).
