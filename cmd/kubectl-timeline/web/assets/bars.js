@@ -7,9 +7,8 @@
 // legend and table name every group, so no segment rests on colour alone.
 
 import { formatTime } from './scale.js';
-import { plural } from './dom.js';
+import { plural, el, chartFrame } from './dom.js';
 
-const SVG = 'http://www.w3.org/2000/svg';
 const LEFT = 56;
 const RIGHT = 16;
 const TOP = 12;
@@ -19,13 +18,6 @@ const AXIS = 44;
 export const PALETTE = ['#0072b2', '#e69f00', '#009e73', '#cc79a7', '#56b4e9', '#d55e00', '#f0e442', '#882255'];
 const TYPE_COLOURS = { Normal: '#2563eb', Warning: '#f59e0b' };
 export const OTHER_COLOUR = '#c4c9d0';
-
-function el(name, attrs = {}, parent = null) {
-  const e = document.createElementNS(SVG, name);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (parent) parent.appendChild(e);
-  return e;
-}
 
 // colour of group i of a count by `by`.
 export function groupColour(by, value, i) {
@@ -70,17 +62,7 @@ export class Bars {
   constructor(container, { onOpen }) {
     this.container = container;
     this.onOpen = onOpen;
-    this.wrap = document.createElement('div');
-    this.wrap.className = 'chart-wrap';
-    container.appendChild(this.wrap);
-    this.svg = el('svg', { class: 'bars', role: 'group' });
-    this.wrap.appendChild(this.svg);
-    this.tooltip = document.createElement('div');
-    this.tooltip.className = 'tooltip';
-    this.tooltip.id = 'segment-tooltip';
-    this.tooltip.setAttribute('role', 'tooltip');
-    this.tooltip.hidden = true;
-    this.wrap.appendChild(this.tooltip);
+    ({ wrap: this.wrap, svg: this.svg, tooltip: this.tooltip } = chartFrame(container, 'bars', 'segment-tooltip'));
     this.items = [];
     this.focused = null;
     this.listen();

@@ -6,8 +6,8 @@
 
 import { TimeScale, formatTime, formatSpan } from './scale.js';
 import { STATE_TEXT } from './model.js';
+import { el, chartFrame } from './dom.js';
 
-const SVG = 'http://www.w3.org/2000/svg';
 const LABEL_WIDTH = 250;
 const AXIS_HEIGHT = 36;
 const LANE_HEIGHT = 48;
@@ -21,13 +21,6 @@ export const SHAPES = {
   Warning: 'M0,-7L6.5,5H-6.5z',
   other: 'M-5,-5H5V5H-5z',
 };
-
-function el(name, attrs = {}, parent = null) {
-  const e = document.createElementNS(SVG, name);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (parent) parent.appendChild(e);
-  return e;
-}
 
 export function typeClass(type) {
   return type === 'Normal' || type === 'Warning' ? type.toLowerCase() : 'other';
@@ -44,17 +37,7 @@ export class Chart {
   constructor(container, { onZoom } = {}) {
     this.container = container;
     this.onZoom = onZoom || (() => {});
-    this.wrap = document.createElement('div');
-    this.wrap.className = 'chart-wrap';
-    container.appendChild(this.wrap);
-    this.svg = el('svg', { class: 'chart', role: 'group' });
-    this.wrap.appendChild(this.svg);
-    this.tooltip = document.createElement('div');
-    this.tooltip.className = 'tooltip';
-    this.tooltip.id = 'mark-tooltip';
-    this.tooltip.setAttribute('role', 'tooltip');
-    this.tooltip.hidden = true;
-    this.wrap.appendChild(this.tooltip);
+    ({ wrap: this.wrap, svg: this.svg, tooltip: this.tooltip } = chartFrame(container, 'chart', 'mark-tooltip'));
     this.scale = null;
     this.atHome = true;
     this.items = [];

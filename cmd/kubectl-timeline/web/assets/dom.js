@@ -50,3 +50,46 @@ export function errorBox(parent, e, fallback) {
 export function plural(n, noun) {
   return `${n} ${noun}${n === 1 ? '' : 's'}`;
 }
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+// el makes an SVG element with attrs, appended to parent where given.
+export function el(name, attrs = {}, parent = null) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+// chartFrame is a drawing's frame in container: a wrapper, the SVG of
+// class svgClass and a hidden tooltip of id tooltipId that the focused or
+// hovered item describes itself by.
+export function chartFrame(container, svgClass, tooltipId) {
+  const wrap = document.createElement('div');
+  wrap.className = 'chart-wrap';
+  container.appendChild(wrap);
+  const svg = el('svg', { class: svgClass, role: 'group' }, wrap);
+  const tooltip = document.createElement('div');
+  tooltip.className = 'tooltip';
+  tooltip.id = tooltipId;
+  tooltip.setAttribute('role', 'tooltip');
+  tooltip.hidden = true;
+  wrap.appendChild(tooltip);
+  return { wrap, svg, tooltip };
+}
+
+// helpBox lists a view's keyboard and mouse help, folded, in root.
+export function helpBox(root, lines) {
+  const help = document.createElement('details');
+  help.className = 'help';
+  const summary = document.createElement('summary');
+  summary.textContent = 'Keyboard and mouse';
+  const list = document.createElement('ul');
+  for (const line of lines) {
+    const li = document.createElement('li');
+    li.textContent = line;
+    list.appendChild(li);
+  }
+  help.append(summary, list);
+  root.appendChild(help);
+}

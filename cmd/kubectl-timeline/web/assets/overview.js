@@ -9,7 +9,7 @@
 // narrows every request to one cluster (cluster=).
 
 import { getJSON } from './api.js';
-import { div, button, notice, errorBox, plural } from './dom.js';
+import { div, button, notice, errorBox, plural, helpBox } from './dom.js';
 import { Bars, PALETTE, groupColour, groupLabel, bucketSpan, OTHER_COLOUR } from './bars.js';
 import { formatTime } from './scale.js';
 
@@ -171,22 +171,11 @@ export class EventsView {
     this.drillBox.className = 'drill';
     this.drillBox.setAttribute('aria-live', 'polite');
     root.appendChild(this.drillBox);
-    const help = document.createElement('details');
-    help.className = 'help';
-    const summary = document.createElement('summary');
-    summary.textContent = 'Keyboard and mouse';
-    const list = document.createElement('ul');
-    for (const line of [
+    helpBox(root, [
       'Tab reaches the bars; the left and right arrows move between time buckets, up and down between the groups of a bar, Home and End to the first and last bucket.',
       'A focused or hovered segment says its group, its time and its count; Enter, Space or a click lists the objects behind it, each a link to its story.',
       'The Table view lists the same counts, a row per bucket, a column per group.',
-    ]) {
-      const li = document.createElement('li');
-      li.textContent = line;
-      list.appendChild(li);
-    }
-    help.append(summary, list);
-    root.appendChild(help);
+    ]);
     this.bars = new Bars(this.chartBox, { onOpen: (s) => this.drill(s) });
     this.show(this.mode);
   }

@@ -3,7 +3,7 @@
 // -w.
 
 import { getJSON, follow } from './api.js';
-import { div, button, notice, errorBox } from './dom.js';
+import { div, button, notice, errorBox, helpBox } from './dom.js';
 import { Model } from './model.js';
 import { Chart, SHAPES } from './chart.js';
 import { Table } from './table.js';
@@ -83,24 +83,13 @@ export class StoryView {
     this.chartBox = div('chart-box', root);
     this.tableBox = div('table-box', root);
     this.tableBox.hidden = true;
-    const help = document.createElement('details');
-    help.className = 'help';
-    const summary = document.createElement('summary');
-    summary.textContent = 'Keyboard and mouse';
-    const list = document.createElement('ul');
-    for (const line of [
+    helpBox(root, [
       'Tab reaches the Events; the arrow keys move between them (left and right in a lane, up and down across lanes), Home and End to a lane\'s first and last.',
       'A focused or hovered Event shows its reason, reporter, count and message.',
       '+ and - zoom around the focused Event, Shift with the left and right arrows pans, 0 resets.',
       'The mouse wheel over the lanes zooms around the pointer; drag to pan; the wheel over the names scrolls the page.',
       'The Table view lists the same Events as rows.',
-    ]) {
-      const li = document.createElement('li');
-      li.textContent = line;
-      list.appendChild(li);
-    }
-    help.append(summary, list);
-    root.appendChild(help);
+    ]);
     this.chart = new Chart(this.chartBox, {
       onZoom: (s) => {
         this.range.textContent = `${formatTime(s.start)} – ${formatTime(s.end)}`;
