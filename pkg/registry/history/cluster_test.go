@@ -14,7 +14,6 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	userinfo "k8s.io/apiserver/pkg/authentication/user"
@@ -49,18 +48,13 @@ func TestClusterSelector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	encoder := apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion)
 	now := time.Now()
 	for i, cluster := range []string{"", "b", "c", "b"} {
 		event := &core.Event{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ev-", i), UID: types.UID(fmt.Sprint("uid-", i))},
 			Reason:     "BackOff", Type: "Warning", LastTimestamp: metav1.NewTime(now.Add(time.Duration(i) * time.Second)),
 		}
-		value, err := runtime.Encode(encoder, event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := history.NewVersion(event, int64(i+1), value, now)
+		v := versionOf(t, event, int64(i+1), now)
 		v.Cluster = cluster
 		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{v}}); err != nil {
 			t.Fatal(err)
@@ -156,18 +150,13 @@ func TestClusterCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	encoder := apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion)
 	now := time.Now()
 	for i, cluster := range []string{"", "b", "c", "b"} {
 		event := &core.Event{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ev-", i), UID: types.UID(fmt.Sprint("uid-", i))},
 			Reason:     "BackOff", Type: "Warning", LastTimestamp: metav1.NewTime(now.Add(-time.Duration(i) * time.Second)),
 		}
-		value, err := runtime.Encode(encoder, event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := history.NewVersion(event, int64(i+1), value, now)
+		v := versionOf(t, event, int64(i+1), now)
 		v.Cluster = cluster
 		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{v}}); err != nil {
 			t.Fatal(err)

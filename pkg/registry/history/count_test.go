@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -37,7 +35,6 @@ func TestCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	encoder := apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion)
 	now := time.Now().Truncate(time.Hour)
 	reasons := []string{"BackOff", "BackOff", "Started", "BackOff", "Pulled"}
 	for i, reason := range reasons {
@@ -46,11 +43,7 @@ func TestCount(t *testing.T) {
 			Reason:     reason, Type: "Warning", Action: "Restart", Message: fmt.Sprintf("Event %d of %s: x509 expired", i, reason),
 			LastTimestamp: metav1.NewTime(now.Add(-time.Duration(i) * time.Hour).Add(time.Minute)),
 		}
-		v, err := runtime.Encode(encoder, event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{history.NewVersion(event, int64(i+1), v, now)}}); err != nil {
+		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{versionOf(t, event, int64(i+1), now)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

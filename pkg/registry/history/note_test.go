@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -43,7 +41,6 @@ func TestNoteSelector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	encoder := apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion)
 	notes := []string{"Back-off restarting failed container", "Started container", "Back-off restarting failed container"}
 	now := time.Now()
 	for i, note := range notes {
@@ -51,11 +48,7 @@ func TestNoteSelector(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ev-", i), UID: types.UID(fmt.Sprint("uid-", i))},
 			Reason:     "BackOff", Message: note, Type: "Normal", LastTimestamp: metav1.NewTime(now.Add(time.Duration(i) * time.Second)),
 		}
-		v, err := runtime.Encode(encoder, event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{history.NewVersion(event, int64(i+1), v, now)}}); err != nil {
+		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{versionOf(t, event, int64(i+1), now)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -41,7 +40,6 @@ func searchStore(t *testing.T, notes ...string) history.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	encoder := apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion)
 	now := time.Now()
 	for i, note := range notes {
 		event := &core.Event{
@@ -49,11 +47,7 @@ func searchStore(t *testing.T, notes ...string) history.Store {
 			Reason:     []string{"Failed", "BackOff"}[i%2], Message: note, Type: "Warning",
 			LastTimestamp: metav1.NewTime(now.Add(time.Duration(i-len(notes)) * time.Minute)),
 		}
-		v, err := runtime.Encode(encoder, event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{history.NewVersion(event, int64(i+1), v, now)}}); err != nil {
+		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{versionOf(t, event, int64(i+1), now)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,7 +34,6 @@ func feedFixture(t *testing.T, n int) (*registry.REST, history.Store, func(i int
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	encoder := apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion)
 	write := func(i int) {
 		t.Helper()
 		now := time.Now()
@@ -42,11 +41,7 @@ func feedFixture(t *testing.T, n int) (*registry.REST, history.Store, func(i int
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ev-", i), UID: types.UID(fmt.Sprint("uid-", i))},
 			Reason:     "Started", Type: "Normal", LastTimestamp: metav1.NewTime(now),
 		}
-		value, err := runtime.Encode(encoder, event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{history.NewVersion(event, int64(i), value, now)}}); err != nil {
+		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{versionOf(t, event, int64(i), now)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,4 +156,15 @@ func TestWatchOptions(t *testing.T) {
 			t.Fatalf("err %v, want a BadRequest", err)
 		}
 	})
+}
+
+// versionOf is event's version at rev as capture stores it: the core/v1
+// Event in the storage codec.
+func versionOf(t *testing.T, event *core.Event, rev int64, now time.Time) history.Version {
+	t.Helper()
+	value, err := runtime.Encode(apiserver.Codecs.LegacyCodec(corev1.SchemeGroupVersion), event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return history.NewVersion(event, rev, value, now)
 }
