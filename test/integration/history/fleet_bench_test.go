@@ -33,7 +33,7 @@ import (
 
 // TestFleetCaptureBench is the fleet benchmark of docs/benchmarks.md, not a
 // test: set EVENT_APISERVER_FLEET_BENCH=1 (hack/bench-fleet.sh does, under
-// the machine's benchmark lock). A hub on PostgreSQL captures member
+// the integration tests' exclusive lock). A hub on PostgreSQL captures member
 // clusters, each a real kube-apiserver v1.36.3; to fit the machine, the
 // members share EVENT_APISERVER_FLEET_BENCH_ETCDS etcds (default 1), each
 // member under its own --etcd-prefix. Stages (EVENT_APISERVER_FLEET_BENCH_STAGES,
