@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -155,6 +156,35 @@ func etcdRevision(ctx context.Context, t *testing.T, c *clientv3.Client) int64 {
 		t.Fatalf("etcd get: %v", err)
 	}
 	return resp.Header.Revision
+}
+
+// revisionClockKey is the TTL backstop's revision clock (pkg/expiry), a key
+// outside the Events that the server itself writes.
+const revisionClockKey = "/registry/eventapiserver.io/revision-clock"
+
+// clockSettled waits until the revision clock has taken its sample of the
+// writes before it and returns etcd's revision then. The backstop samples
+// once per period after other keys change, and not again until something
+// else is written: so from here on etcd's revision stays put, even across a
+// restart, whose first tick finds nothing new to sample.
+func clockSettled(ctx context.Context, t *testing.T, c *clientv3.Client) int64 {
+	t.Helper()
+	var revision, clockWrite int64
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, framework.PollTimeout, true, func(ctx context.Context) (bool, error) {
+		resp, err := c.Get(ctx, revisionClockKey)
+		if err != nil {
+			return false, err
+		}
+		if len(resp.Kvs) != 1 {
+			return false, nil
+		}
+		revision, clockWrite = resp.Header.Revision, resp.Kvs[0].ModRevision
+		return clockWrite == revision, nil
+	})
+	if err != nil {
+		t.Fatalf("the revision clock did not sample the last writes (etcd at %d, clock written at %d): %v", revision, clockWrite, err)
+	}
+	return revision
 }
 
 // resumesFrom reads our counter of watches resumed from a resource version,
