@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
 	historyv1alpha1 "github.com/eventapiserver/event-apiserver/pkg/apis/history/v1alpha1"
@@ -179,5 +180,19 @@ shop   2m    60s   Normal    Scheduled   2     default-scheduler   uid-2   web-0
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestNoObjectWithoutWeb: only the page has a view without an object, and
+// the error says so rather than quoting an empty TYPE/NAME.
+func TestNoObjectWithoutWeb(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	flags := NewFlags(genericiooptions.NewTestIOStreamsDiscard())
+	if _, err := flags.ToOptions(nil); err == nil || !strings.Contains(err.Error(), "or --web") {
+		t.Fatalf("no object, no --web: err %v, want one naming --web", err)
+	}
+	flags.Web = true
+	if o, err := flags.ToOptions(nil); err != nil || o.Object != (Object{}) {
+		t.Fatalf("--web alone: %+v, %v, want the overview (no object)", o, err)
 	}
 }

@@ -91,7 +91,7 @@ func NewFlags(streams genericiooptions.IOStreams) *Flags {
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := NewFlags(streams)
 	cmd := &cobra.Command{
-		Use:   "timeline TYPE/NAME [-n NAMESPACE | -A] [--cluster=NAME] [--since=DURATION] [--types=Normal,Warning] [--search=TEXT] [-w] [-o json|yaml|wide | --web]",
+		Use:   "timeline [TYPE/NAME | TYPE NAME] [-n NAMESPACE | -A] [--cluster=NAME] [--since=DURATION] [--types=Normal,Warning] [--search=TEXT] [-w] [-o json|yaml|wide | --web]",
 		Short: "Show one object's Events over all its incarnations, live and from history, oldest first",
 		Long: `Show one object's Events, oldest first, across every object that bore its kind and name
 (a pod recreated with the same name has a new uid each time: each uid is shown, deleted ones

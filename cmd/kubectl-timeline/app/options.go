@@ -63,7 +63,10 @@ func (f *Flags) ToOptions(args []string) (*Options, error) {
 	}
 	// --web alone opens the namespace's (or with -A the cluster's) Events
 	// over time, from which the page reaches each object's story.
-	if len(args) > 0 || !f.Web {
+	if len(args) == 0 && !f.Web {
+		return nil, fmt.Errorf("want one object as TYPE/NAME (e.g. pod/web-0), or --web for the namespace's Events over time")
+	}
+	if len(args) > 0 {
 		if o.Object, err = ResolveObject(mapper, args); err != nil {
 			return nil, err
 		}

@@ -82,7 +82,7 @@ func TestTimelineKrewManifest(t *testing.T) {
 	krewEnv := []string{"KREW_ROOT=" + krewRoot, "KREW_NO_UPGRADE_CHECK=1"}
 	run(krewEnv, filepath.Join(bin, "kubectl"), "krew", "install", "--manifest", manifest)
 	installed := "PATH=" + filepath.Join(krewRoot, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
-	if out := run(append(krewEnv, installed), filepath.Join(bin, "kubectl"), "timeline", "--help"); !strings.Contains(out, "kubectl timeline TYPE/NAME") {
+	if out := run(append(krewEnv, installed), filepath.Join(bin, "kubectl"), "timeline", "--help"); !strings.Contains(out, "kubectl timeline [TYPE/NAME") {
 		t.Errorf("kubectl timeline --help, installed by krew:\n%s", out)
 	}
 }
