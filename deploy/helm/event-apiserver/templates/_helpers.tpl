@@ -210,3 +210,16 @@ which every mode has.
 {{- fail "networkPolicy.enabled=true needs networkPolicy.kubeAPIServerCIDRs: the addresses kube-apiserver connects from (it usually runs on the host network, which no pod selector matches)" -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+A fleet's hub's memory limit in MiB: history-only's 512 plus, for each member
+it may capture (fleet.maxMembers, the server's 100 when empty), that member's
+full queue (fleet.memberQueueBytes, 8 MiB when empty) and the 4 MiB the hub
+keeps per member besides (docs/fleet.md, sizing). The queues fill when the
+store falls behind, all of them at once when it is down: the limit holds that.
+*/}}
+{{- define "event-apiserver.fleetHubMemoryMi" -}}
+{{- $members := .Values.fleet.maxMembers | default 100 | int64 -}}
+{{- $queueMi := div (add (.Values.fleet.memberQueueBytes | default 8388608 | int64) 1048575) 1048576 -}}
+{{- add 512 (mul $members (add $queueMi 4)) -}}
+{{- end -}}
