@@ -95,3 +95,28 @@ func TestRetainDropsDays(t *testing.T) {
 		t.Fatalf("after size retention: %v (%v), want the last day's 10", storetest.Revisions(left), err)
 	}
 }
+
+// TestJITOff: the store's sessions run without JIT compilation (Open), and
+// a DSN that asks for it keeps it.
+func TestJITOff(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Start(t)
+	for _, tc := range []struct{ dsn, want string }{
+		{dsn, "off"},
+		{dsn + " jit=on", "on"},
+	} {
+		s, err := Open(ctx, tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jit string
+		err = s.d.pool.QueryRow(ctx, `SHOW jit`).Scan(&jit)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jit != tc.want {
+			t.Errorf("%q: jit is %s, want %s", tc.dsn, jit, tc.want)
+		}
+	}
+}
