@@ -40,7 +40,15 @@ func TestHistoryCaptureUnderQueryLoad(t *testing.T) {
 	b.stored()
 	quiet := b.lagRound()
 
-	history := framework.HistoryClient(t, b.replica.Client)
+	// The counting clients wait longer than --history-query-timeout (30 s)
+	// and ask for as long (the timeout parameter): a count cut there is
+	// answered with the server's 504, not abandoned by the client at the
+	// same moment.
+	patient := *b.replica.Client
+	httpClient := *patient.HTTP
+	httpClient.Timeout = 2 * time.Minute
+	patient.HTTP = &httpClient
+	history := framework.HistoryClient(t, &patient)
 	spec := historyv1alpha1.EventRecordCountSpec{GroupBy: []string{"regarding.name", "reason"}, FieldSelector: "since=336h",
 		BucketSize: metav1.Duration{Duration: time.Hour}, Top: 100}
 	ctx, stop := context.WithCancel(context.Background())
