@@ -43,7 +43,11 @@ var _ history.Store = &Store{}
 
 // dialect is PostgreSQL's part of the store.
 type dialect struct {
-	pool *pgxpool.Pool
+	// pool writes (capture, retention, migrations); read answers the
+	// queries. Apart, so that as many slow reads as the pool has
+	// connections (four counts of a long window) cannot keep capture's
+	// next batch waiting for one.
+	pool, read *pgxpool.Pool
 
 	mu sync.Mutex
 	// days holds the partitions known to exist, so a batch does not ask
@@ -147,11 +151,26 @@ func open(ctx context.Context, dsn string, schema sqlstore.Schema) (*Store, erro
 		// pgx's message may quote the DSN, password included.
 		return nil, errors.New("--history-dsn is not a valid PostgreSQL connection string")
 	}
+	// PostgreSQL compiles a statement whose estimated cost passes
+	// jit_above_cost, and a text search's estimate does at 10^7 versions
+	// (each deleted version's position counted in every day's partition):
+	// compiling took 200 ms of a search that runs in about 65 ms without.
+	// The store's statements are bounded reads and writes, not the long
+	// analytical scans JIT pays off for. A DSN that sets jit keeps it.
+	if _, set := config.ConnConfig.RuntimeParams["jit"]; !set {
+		config.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	readConfig := config.Copy()
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		return nil, fmt.Errorf("preparing the history database pool: %w", err)
 	}
-	d := &dialect{pool: pool, days: map[int64]bool{}}
+	read, err := pgxpool.NewWithConfig(ctx, readConfig)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("preparing the history database pool: %w", err)
+	}
+	d := &dialect{pool: pool, read: read, days: map[int64]bool{}}
 	s := &Store{Store: sqlstore.New(d, schema), d: d}
 	// A first, short try, so that a reachable database is ready at once;
 	// until the schema is in place every call tries again.
@@ -164,11 +183,12 @@ func open(ctx context.Context, dsn string, schema sqlstore.Schema) (*Store, erro
 func (d *dialect) Spelling() sqlstore.Spelling { return spelling }
 
 func (d *dialect) Close() error {
+	d.read.Close()
 	d.pool.Close()
 	return nil
 }
 
-// reader runs queries on the pool.
+// reader runs queries on the read pool.
 type reader struct{ pool *pgxpool.Pool }
 
 func (r reader) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
@@ -179,7 +199,7 @@ func (r reader) QueryRow(ctx context.Context, query string, args ...any) sqlstor
 	return r.pool.QueryRow(ctx, query, args...)
 }
 
-func (d *dialect) Read() sqlstore.Queryer { return reader{d.pool} }
+func (d *dialect) Read() sqlstore.Queryer { return reader{d.read} }
 
 // tx queues the statements whose results nothing reads, and sends them in
 // one round trip before the next query or the commit.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/eventapiserver/event-apiserver/internal/pgtest"
 	"github.com/eventapiserver/event-apiserver/pkg/history"
@@ -93,5 +94,84 @@ func TestRetainDropsDays(t *testing.T) {
 	left, err := s.List(ctx, history.Query{})
 	if err != nil || len(left) != 10 || left[0].Revision != 40 {
 		t.Fatalf("after size retention: %v (%v), want the last day's 10", storetest.Revisions(left), err)
+	}
+}
+
+// TestJITOff: the store's sessions run without JIT compilation (Open), and
+// a DSN that asks for it keeps it.
+func TestJITOff(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Start(t)
+	for _, tc := range []struct{ dsn, want string }{
+		{dsn, "off"},
+		{dsn + " jit=on", "on"},
+	} {
+		s, err := Open(ctx, tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jit string
+		err = s.d.pool.QueryRow(ctx, `SHOW jit`).Scan(&jit)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jit != tc.want {
+			t.Errorf("%q: jit is %s, want %s", tc.dsn, jit, tc.want)
+		}
+	}
+}
+
+// TestReadsLeaveWritesAConnection: with every read connection busy (as
+// four counts of a long window keep them), capture's Write still gets a
+// connection and commits (issue 45: capture never waits behind a reader).
+func TestReadsLeaveWritesAConnection(t *testing.T) {
+	ctx := context.Background()
+	dsn := newDatabase(t, pgtest.Start(t))
+	s := openTest(t, dsn)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The readers wait on an advisory lock this connection holds.
+	holder := connect(t, dsn)
+	const key = 4545
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	readers := int(s.d.read.Config().MaxConns)
+	errs := make(chan error, readers)
+	for range readers {
+		go func() {
+			var ok bool
+			errs <- s.d.Read().QueryRow(ctx, `SELECT pg_advisory_xact_lock_shared(4545) IS NULL`).Scan(&ok)
+		}()
+	}
+	defer func() {
+		if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			t.Error(err)
+		}
+		for range readers {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var waiting int
+		err := holder.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting)
+		return waiting == readers, err
+	})
+	if err != nil {
+		t.Fatalf("the %d readers never all waited: %v", readers, err)
+	}
+	if got := s.d.read.Stat().AcquiredConns(); got != int32(readers) {
+		t.Fatalf("%d of the read pool's %d connections in use", got, readers)
+	}
+	// Without a pool of its own, Write would wait for a reader to finish:
+	// never, until the lock is released below.
+	writeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.Write(writeCtx, history.Batch{Versions: []history.Version{storetest.Version("u1", 1, "p", 0)}}); err != nil {
+		t.Fatalf("Write while every read connection is busy: %v", err)
 	}
 }

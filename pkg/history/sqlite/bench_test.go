@@ -196,6 +196,11 @@ func TestBenchFillBulk(t *testing.T) {
 		`SELECT uid, revision, deleted_at FROM deletions ORDER BY uid`,
 		`SELECT * FROM counters ORDER BY name`,
 		`SELECT * FROM progress ORDER BY source`,
+		`SELECT * FROM versions_note_search_config ORDER BY k`,
+		// The text search finds the same versions (the same rowids: both
+		// insert them in the same order).
+		`SELECT rowid FROM versions_note_search WHERE note MATCH '"` + storetest.BenchRareWord + `"' ORDER BY rowid`,
+		`SELECT count(*) FROM versions_note_search WHERE note MATCH '"Back-off restarting"'`,
 		`PRAGMA journal_mode`,
 	} {
 		got, want := dump(t, bulk.read, query), dump(t, written.read, query)
@@ -214,6 +219,9 @@ func TestBenchFillBulk(t *testing.T) {
 	}
 	if got := dump(t, bulk.read, `PRAGMA integrity_check`); got != "ok\n" {
 		t.Errorf("integrity_check: %s", got)
+	}
+	if _, err := bulk.db.Exec(`INSERT INTO versions_note_search (versions_note_search) VALUES ('integrity-check')`); err != nil {
+		t.Errorf("the text search's integrity-check: %v", err)
 	}
 	if err := verifyBenchDB(ctx, bulk, h, sample, t.Logf); err != nil {
 		t.Error(err)

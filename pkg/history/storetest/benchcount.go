@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"sort"
 	"testing"
 	"time"
 
@@ -23,7 +22,10 @@ func CountReasonsWeek(b *testing.B, s history.Store, h BenchHistory) {
 	since := h.End.Add(-7 * 24 * time.Hour)
 	window := history.Query{Since: since, Until: h.End.Add(time.Second)}
 	var want int64
-	measure := func(b *testing.B, run func() (int64, error)) {
+	// sampled, if not nil, is how many versions each run of a sample
+	// (ListSamplePages) really read: its latencies are scaled to the
+	// versions counted.
+	measure := func(b *testing.B, run func() (int64, error), sampled *int64) {
 		latencies := make([]time.Duration, 0, b.N)
 		var counted int64
 		b.ResetTimer()
@@ -42,9 +44,7 @@ func CountReasonsWeek(b *testing.B, s history.Store, h BenchHistory) {
 		} else if counted != want {
 			b.Fatalf("counted %d versions, the count before %d", counted, want)
 		}
-		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
-		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
+		ReportLatencies(b, latencies, sampled, counted)
 		b.ReportMetric(float64(counted), "versions")
 	}
 	b.Run("count", func(b *testing.B) {
@@ -52,7 +52,7 @@ func CountReasonsWeek(b *testing.B, s history.Store, h BenchHistory) {
 		measure(b, func() (int64, error) {
 			c, err := counter.Count(ctx, history.CountQuery{Query: window, GroupBy: []history.Column{history.ColumnReason}, Bucket: time.Hour, Top: 10})
 			return c.Total, err
-		})
+		}, nil)
 	})
 	b.Run("count-versions", func(b *testing.B) {
 		counter := s.(history.Counter)
@@ -61,34 +61,40 @@ func CountReasonsWeek(b *testing.B, s history.Store, h BenchHistory) {
 		measure(b, func() (int64, error) {
 			c, err := counter.Count(ctx, history.CountQuery{Query: window, GroupBy: []history.Column{history.ColumnReason}, Bucket: time.Hour, Top: 10})
 			return c.Total, err
-		})
+		}, nil)
 	})
 	b.Run("list-and-count", func(b *testing.B) {
+		pages := ListSamplePages(b)
+		var windowVersions, sampled int64
+		if pages > 0 {
+			// A sample lists fewer versions than the other ways count:
+			// its check is the window's count, and its latencies are
+			// scaled to it.
+			c, err := s.(history.Counter).Count(ctx, history.CountQuery{Query: window, GroupBy: []history.Column{history.ColumnReason}, Bucket: time.Hour, Top: 10})
+			if err != nil {
+				b.Fatal(err)
+			}
+			windowVersions = c.Total
+		}
 		measure(b, func() (int64, error) {
 			counts := map[string]map[int64]int64{}
 			var total int64
 			q := window
 			q.Limit = 1000
-			for {
-				page, err := s.List(ctx, q)
-				if err != nil {
-					return 0, err
+			_, err := ListWindow(ctx, s, q, pages, h.End, func(r history.Record) {
+				byHour := counts[r.Reason]
+				if byHour == nil {
+					byHour = map[int64]int64{}
+					counts[r.Reason] = byHour
 				}
-				for _, r := range page {
-					byHour := counts[r.Reason]
-					if byHour == nil {
-						byHour = map[int64]int64{}
-						counts[r.Reason] = byHour
-					}
-					byHour[r.LastSeen.Unix()/3600]++
-					total++
-				}
-				if len(page) < q.Limit {
-					return total, nil
-				}
-				last := page[len(page)-1]
-				q.After = &history.Cursor{LastSeen: last.LastSeen, Revision: last.Revision}
+				byHour[r.LastSeen.Unix()/3600]++
+				total++
+			})
+			if pages > 0 {
+				sampled = total
+				return windowVersions, err
 			}
-		})
+			return total, err
+		}, &sampled)
 	})
 }

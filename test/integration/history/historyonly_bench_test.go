@@ -34,7 +34,7 @@ import (
 // and caught up, one more round samples capture_lag_seconds every 100 ms,
 // and the time from the last create until history holds it all.
 func TestHistoryOnlyCaptureCost(t *testing.T) {
-	b, kube, rounds := startCaptureBench(t)
+	b, kube, rounds := startCaptureBench(t, nil)
 	replica, creates := b.replica, b.creates
 	kubePID := kube.Process().PID()
 	cpu := func() time.Duration {
@@ -95,9 +95,10 @@ func TestHistoryOnlyCaptureCost(t *testing.T) {
 
 // startCaptureBench starts what both capture benchmarks measure, when
 // EVENT_APISERVER_HISTORY_BENCH=1: kube-apiserver, a history-only replica
-// on SQLite with the default batches, and the Events' creators; rounds is
+// with the default batches on SQLite, or on the store whose flags store
+// starts and returns, and the Events' creators; rounds is
 // EVENT_APISERVER_HISTORY_BENCH_ROUNDS (default 10).
-func startCaptureBench(t *testing.T) (b *captureBench, kube *framework.KubeAPIServer, rounds int) {
+func startCaptureBench(t *testing.T, store func(*testing.T) []string) (b *captureBench, kube *framework.KubeAPIServer, rounds int) {
 	if os.Getenv("EVENT_APISERVER_HISTORY_BENCH") != "1" {
 		t.Skip("a benchmark: set EVENT_APISERVER_HISTORY_BENCH=1")
 	}
@@ -105,7 +106,11 @@ func startCaptureBench(t *testing.T) (b *captureBench, kube *framework.KubeAPISe
 	creates, rounds := framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_CREATES", 2000), framework.BenchEnvInt(t, "EVENT_APISERVER_HISTORY_BENCH_ROUNDS", 10)
 	kube = framework.StartKubeAPIServer(t, framework.KubeAPIServerOptions{})
 	// The defaults: the last of a repeated flag wins.
-	replica := framework.StartHistoryOnlyReplica(t, kube, []string{"--history-batch-interval=1s", "--history-batch-size=500"})
+	args := []string{"--history-batch-interval=1s", "--history-batch-size=500"}
+	if store != nil {
+		args = append(args, store(t)...)
+	}
+	replica := framework.StartHistoryOnlyReplica(t, kube, args)
 	return newCaptureBench(t, kube, replica, creates), kube, rounds
 }
 
