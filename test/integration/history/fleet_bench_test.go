@@ -374,11 +374,11 @@ func verifyFleetBenchMember(ctx context.Context, t *testing.T, hub *framework.Hi
 	}
 	m.mu.Unlock()
 	listed := 0
-	opts := metav1.ListOptions{Limit: 5000}
-	for {
-		list, err := m.client.CoreV1().Events("load").List(ctx, opts)
+	events := m.client.CoreV1().Events("load")
+	eachPage(t, "member "+m.name+"'s Events", metav1.ListOptions{Limit: 5000}, func(opts metav1.ListOptions) (string, error) {
+		list, err := events.List(ctx, opts)
 		if err != nil {
-			t.Fatalf("member %s: listing its Events: %v", m.name, err)
+			return "", err
 		}
 		for _, ev := range list.Items {
 			rv, ok := want[ev.Name]
@@ -390,22 +390,18 @@ func verifyFleetBenchMember(ctx context.Context, t *testing.T, hub *framework.Hi
 			}
 			listed++
 		}
-		if list.Continue == "" {
-			break
-		}
-		opts.Continue = list.Continue
-	}
+		return list.Continue, nil
+	})
 	if listed != len(want) {
 		t.Fatalf("member %s's API lists %d of the %d Events written", m.name, listed, len(want))
 	}
 	records := framework.HistoryClient(t, hub.Client).EventRecords("load")
 	seen := make(map[string]bool, len(want))
 	held := 0
-	opts = metav1.ListOptions{FieldSelector: "cluster=" + m.name, Limit: 5000}
-	for {
+	eachPage(t, "member "+m.name+"'s eventrecords", metav1.ListOptions{FieldSelector: "cluster=" + m.name, Limit: 5000}, func(opts metav1.ListOptions) (string, error) {
 		list, err := records.List(ctx, opts)
 		if err != nil {
-			t.Fatalf("member %s: listing its eventrecords: %v", m.name, err)
+			return "", err
 		}
 		for _, r := range list.Items {
 			if seen[r.Name] {
@@ -424,15 +420,28 @@ func verifyFleetBenchMember(ctx context.Context, t *testing.T, hub *framework.Hi
 			}
 			held++
 		}
-		if list.Continue == "" {
-			break
-		}
-		opts.Continue = list.Continue
-	}
+		return list.Continue, nil
+	})
 	if held != len(want) {
 		t.Fatalf("member %s: history holds %d of the %d versions written", m.name, held, len(want))
 	}
 	t.Logf("member %s: its API lists all %d Events written, history holds each once", m.name, len(want))
+}
+
+// eachPage lists with opts, then with each continue token list returns,
+// until there is none; what names the list in a failure.
+func eachPage(t *testing.T, what string, opts metav1.ListOptions, list func(metav1.ListOptions) (string, error)) {
+	t.Helper()
+	for {
+		next, err := list(opts)
+		if err != nil {
+			t.Fatalf("listing %s: %v", what, err)
+		}
+		if next == "" {
+			return
+		}
+		opts.Continue = next
+	}
 }
 
 // dropHourlyTrigger waits for the hub to have made the hourly counts'
