@@ -5,6 +5,7 @@
 #
 #   hack/bench-fleet.sh                       # 10 members x 100 Events/s, 60 s
 #   hack/bench-fleet.sh 10x100,10x200 90      # stages MEMBERSxRATE, seconds each
+#   hack/bench-fleet.sh 10x100:120,10x200:60  # a stage's own seconds after the colon
 #
 # EVENT_APISERVER_FLEET_BENCH_WRITES is how the members' Events are written: etcd (the
 # default) straight into each member's etcd as its kube-apiserver stores a create, api

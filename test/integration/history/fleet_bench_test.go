@@ -41,7 +41,8 @@ import (
 // clusters, each a real kube-apiserver v1.36.3; to fit the machine, the
 // members share EVENT_APISERVER_FLEET_BENCH_ETCDS etcds (default 1), each
 // member under its own --etcd-prefix. Stages (EVENT_APISERVER_FLEET_BENCH_STAGES,
-// default "10x100": members x Events/s each) run in order, members joining
+// default "10x100": members x Events/s each, and optionally :seconds
+// measured) run in order, members joining
 // the fleet as a stage needs them. The members run with the flags of
 // fleetBenchMemberFlags, which cut what a create costs them and nothing the
 // hub sees. In each stage every member's writer creates kubelet-like
@@ -74,7 +75,8 @@ func TestFleetCaptureBench(t *testing.T) {
 	}
 	framework.Exclusive(t)
 	ctx := context.Background()
-	stages := parseFleetStages(t, os.Getenv("EVENT_APISERVER_FLEET_BENCH_STAGES"))
+	window := time.Duration(framework.BenchEnvInt(t, "EVENT_APISERVER_FLEET_BENCH_SECONDS", 60)) * time.Second
+	stages := parseFleetStages(t, os.Getenv("EVENT_APISERVER_FLEET_BENCH_STAGES"), window)
 	writes := os.Getenv("EVENT_APISERVER_FLEET_BENCH_WRITES")
 	switch writes {
 	case "":
@@ -83,7 +85,6 @@ func TestFleetCaptureBench(t *testing.T) {
 	default:
 		t.Fatalf("EVENT_APISERVER_FLEET_BENCH_WRITES %q: want etcd or api", writes)
 	}
-	window := time.Duration(framework.BenchEnvInt(t, "EVENT_APISERVER_FLEET_BENCH_SECONDS", 60)) * time.Second
 	etcds := make([]*framework.Etcd, framework.BenchEnvInt(t, "EVENT_APISERVER_FLEET_BENCH_ETCDS", 1))
 	// On this one machine the members (kube-apiservers, their etcds and
 	// the writers) take the CPU the hub would have on its own: a niceness
@@ -248,7 +249,7 @@ func TestFleetCaptureBench(t *testing.T) {
 		}
 		// At most 50 s: the hub, as kube-apiserver, ends a request that is
 		// no watch after a minute.
-		profiled := profileFleetHub(hub, min(window-5*time.Second, 50*time.Second), fmt.Sprintf("hub-%dx%d", stage.members, stage.rate))
+		profiled := profileFleetHub(hub, min(stage.window-5*time.Second, 50*time.Second), fmt.Sprintf("hub-%dx%d", stage.members, stage.rate))
 		hub0, pg0, members0, writers0 := cpu()
 		busy0, total0 := machineCPU(t)
 		for _, m := range active {
@@ -257,7 +258,7 @@ func TestFleetCaptureBench(t *testing.T) {
 		start := time.Now()
 		var samples []fleetBenchSample
 		var maxRSS int64
-		for time.Since(start) < window {
+		for time.Since(start) < stage.window {
 			samples = append(samples, sampleFleet(t, hub, active))
 			rss, err := testbed.RSS(hub.Proc.PID())
 			if err != nil {
@@ -309,19 +310,21 @@ func TestFleetCaptureBench(t *testing.T) {
 		if grew || !drained {
 			verdict = "GROWING"
 		}
-		t.Logf("stage %dx%d/s (writes through %s, members at nice %d; load before %s): creates %.0f/s of %d/s (missed %d, create p99 %v); "+
+		t.Logf("stage %dx%d/s for %v (writes through %s, members at nice %d; load before %s): creates %.0f/s of %d/s (missed %d, create p99 %v); "+
 			"hub lag_seconds p50 %.2f p99 %.2f max %.2f s; end-to-end p50 %.1f p99 %.1f max %.1f s; "+
 			"hub CPU %.0f ms/s (%.1f per member above the idle hub's), RSS max %.0f MiB (%.1f per member above the idle hub's); PostgreSQL %.0f ms/s; "+
 			"members' kube-apiservers+etcd %.0f ms/s; writers %.0f ms/s; machine busy %.0f%%; drained %v after stop (%v); %s",
-			stage.members, stage.rate, writes, nice, strings.Join(strings.Fields(string(load))[:3], " "), float64(created)/elapsed.Seconds(), stage.members*stage.rate, missed, percentile(latencies, 0.99).Round(time.Millisecond),
+			stage.members, stage.rate, stage.window, writes, nice, strings.Join(strings.Fields(string(load))[:3], " "), float64(created)/elapsed.Seconds(), stage.members*stage.rate, missed, percentile(latencies, 0.99).Round(time.Millisecond),
 			pct(lag, 0.5), pct(lag, 0.99), pct(lag, 1), pct(e2e, 0.5), pct(e2e, 0.99), pct(e2e, 1),
 			perSecond(hub1-hub0), (perSecond(hub1-hub0)-idleCPU)/float64(stage.members), float64(maxRSS)/(1<<20), float64(maxRSS-idleRSS)/(1<<20)/float64(stage.members),
 			perSecond(pg1-pg0), perSecond(members1-members0), perSecond(writers1-writers0), 100*float64(busy1-busy0)/float64(total1-total0),
 			drain.Round(100*time.Millisecond), drained, verdict)
 	}
+	verifying := time.Now()
 	for _, m := range members {
 		verifyFleetBenchMember(ctx, t, hub, m)
 	}
+	t.Logf("every member's Events listed and found in history once, in %v", time.Since(verifying).Round(time.Second))
 }
 
 // profileFleetHub takes a CPU profile of the hub for d (whole seconds) when
@@ -516,23 +519,37 @@ func reniceThreads(pid, nice int) error {
 	return nil
 }
 
-// fleetBenchStage is one stage: members writing rate Events/s each.
-type fleetBenchStage struct{ members, rate int }
+// fleetBenchStage is one stage: members writing rate Events/s each,
+// measured for window.
+type fleetBenchStage struct {
+	members, rate int
+	window        time.Duration
+}
 
-func parseFleetStages(t *testing.T, s string) []fleetBenchStage {
+// parseFleetStages reads MEMBERSxRATE[:SECONDS][,...]; a stage without
+// SECONDS is measured for window.
+func parseFleetStages(t *testing.T, s string, window time.Duration) []fleetBenchStage {
 	t.Helper()
 	if s == "" {
 		s = "10x100"
 	}
 	var stages []fleetBenchStage
 	for _, f := range strings.Split(s, ",") {
-		m, r, ok := strings.Cut(strings.TrimSpace(f), "x")
+		f, secs, timed := strings.Cut(strings.TrimSpace(f), ":")
+		m, r, ok := strings.Cut(f, "x")
 		members, err1 := strconv.Atoi(m)
 		rate, err2 := strconv.Atoi(r)
-		if !ok || err1 != nil || err2 != nil || members <= 0 || rate <= 0 {
-			t.Fatalf("EVENT_APISERVER_FLEET_BENCH_STAGES %q: want MEMBERSxRATE[,...], e.g. 10x100,10x200", s)
+		stage := fleetBenchStage{members, rate, window}
+		var err3 error
+		if timed {
+			var n int
+			n, err3 = strconv.Atoi(secs)
+			stage.window = time.Duration(n) * time.Second
 		}
-		stages = append(stages, fleetBenchStage{members, rate})
+		if !ok || err1 != nil || err2 != nil || err3 != nil || members <= 0 || rate <= 0 || stage.window < 10*time.Second {
+			t.Fatalf("EVENT_APISERVER_FLEET_BENCH_STAGES %q: want MEMBERSxRATE[:SECONDS][,...], SECONDS at least 10, e.g. 10x100:120,10x200:60", s)
+		}
+		stages = append(stages, stage)
 	}
 	return stages
 }
