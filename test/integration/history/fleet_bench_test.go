@@ -235,7 +235,7 @@ func TestFleetCaptureBench(t *testing.T) {
 			go func() { defer writers.Done(); m.write(ctx, stage.rate, stop) }()
 		}
 		time.Sleep(10 * time.Second) // warm-up: capture of the first creates, connections
-		cpu := func() (hubCPU, pgCPU, membersCPU, writersCPU time.Duration) {
+		cpu := func() (hubCPU, pgCPU, membersCPU, etcdCPU, writersCPU time.Duration) {
 			hubCPU = mustCPU(t, hub.Proc.PID())
 			writersCPU = mustCPU(t, os.Getpid())
 			pgCPU = processTreeCPU(t, postgres)
@@ -243,14 +243,14 @@ func TestFleetCaptureBench(t *testing.T) {
 				membersCPU += mustCPU(t, m.kube.Process().PID())
 			}
 			for _, e := range etcds {
-				membersCPU += mustCPU(t, e.Process().PID())
+				etcdCPU += mustCPU(t, e.Process().PID())
 			}
 			return
 		}
 		// At most 50 s: the hub, as kube-apiserver, ends a request that is
 		// no watch after a minute.
 		profiled := profileFleetHub(hub, min(stage.window-5*time.Second, 50*time.Second), fmt.Sprintf("hub-%dx%d", stage.members, stage.rate))
-		hub0, pg0, members0, writers0 := cpu()
+		hub0, pg0, members0, etcd0, writers0 := cpu()
 		busy0, total0 := machineCPU(t)
 		for _, m := range active {
 			m.mark()
@@ -268,7 +268,7 @@ func TestFleetCaptureBench(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 		elapsed := time.Since(start)
-		hub1, pg1, members1, writers1 := cpu()
+		hub1, pg1, members1, etcd1, writers1 := cpu()
 		busy1, total1 := machineCPU(t)
 		if err := <-profiled; err != nil {
 			t.Errorf("profiling the hub: %v", err)
@@ -313,11 +313,11 @@ func TestFleetCaptureBench(t *testing.T) {
 		t.Logf("stage %dx%d/s for %v (writes through %s, members at nice %d; load before %s): creates %.0f/s of %d/s (missed %d, create p99 %v); "+
 			"hub lag_seconds p50 %.2f p99 %.2f max %.2f s; end-to-end p50 %.1f p99 %.1f max %.1f s; "+
 			"hub CPU %.0f ms/s (%.1f per member above the idle hub's), RSS max %.0f MiB (%.1f per member above the idle hub's); PostgreSQL %.0f ms/s; "+
-			"members' kube-apiservers+etcd %.0f ms/s; writers %.0f ms/s; machine busy %.0f%%; drained %v after stop (%v); %s",
+			"members' kube-apiservers+etcd %.0f ms/s (%.0f + %.0f); writers %.0f ms/s; machine busy %.0f%%; drained %v after stop (%v); %s",
 			stage.members, stage.rate, stage.window, writes, nice, strings.Join(strings.Fields(string(load))[:3], " "), float64(created)/elapsed.Seconds(), stage.members*stage.rate, missed, percentile(latencies, 0.99).Round(time.Millisecond),
 			pct(lag, 0.5), pct(lag, 0.99), pct(lag, 1), pct(e2e, 0.5), pct(e2e, 0.99), pct(e2e, 1),
 			perSecond(hub1-hub0), (perSecond(hub1-hub0)-idleCPU)/float64(stage.members), float64(maxRSS)/(1<<20), float64(maxRSS-idleRSS)/(1<<20)/float64(stage.members),
-			perSecond(pg1-pg0), perSecond(members1-members0), perSecond(writers1-writers0), 100*float64(busy1-busy0)/float64(total1-total0),
+			perSecond(pg1-pg0), perSecond(members1-members0+etcd1-etcd0), perSecond(members1-members0), perSecond(etcd1-etcd0), perSecond(writers1-writers0), 100*float64(busy1-busy0)/float64(total1-total0),
 			drain.Round(100*time.Millisecond), drained, verdict)
 	}
 	verifying := time.Now()
