@@ -19,7 +19,7 @@ import (
 var databases atomic.Int64
 
 // connect opens a connection to dsn, closed when the test ends.
-func connect(t *testing.T, dsn string) *pgx.Conn {
+func connect(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
@@ -30,7 +30,7 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 }
 
 // newDatabase makes a database in the cluster at dsn and returns its DSN.
-func newDatabase(t *testing.T, dsn string) string {
+func newDatabase(t testing.TB, dsn string) string {
 	t.Helper()
 	name := fmt.Sprintf("history_%d", databases.Add(1))
 	exec(t, dsn, "CREATE DATABASE "+name)

@@ -71,7 +71,7 @@ INSERT INTO feed_head (id, position, floor) VALUES (1, 1, 1) ON CONFLICT (id) DO
 var beforeFeed = unversioned[:strings.Index(unversioned, "ALTER TABLE")]
 
 // exec runs a statement in the database at dsn.
-func exec(t *testing.T, dsn, statement string, args ...any) {
+func exec(t testing.TB, dsn, statement string, args ...any) {
 	t.Helper()
 	if _, err := connect(t, dsn).Exec(context.Background(), statement, args...); err != nil {
 		t.Fatalf("%s: %v", statement, err)

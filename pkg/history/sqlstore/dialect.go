@@ -100,8 +100,11 @@ type Spelling struct {
 	// CROSS JOIN in the order written, which is the plan wanted
 	// (TestChangesPlan); PostgreSQL plans a plain JOIN well.
 	EndsJoin string
-	// LockHead ends the statement that reads the feed's head in Write:
-	// PostgreSQL's FOR UPDATE; empty where the transaction holds the lock.
+	// LockHead ends the statement that reads the feed's head (table f)
+	// with the schema's version (table s) in Write: PostgreSQL's FOR
+	// UPDATE OF f, the head's row alone (a migration locks the head, then
+	// updates the schema's row); empty where the transaction holds the
+	// lock.
 	LockHead string
 	// Bytewise follows a text column to order it by its bytes, as Go
 	// compares strings, whatever the database's collation: PostgreSQL's

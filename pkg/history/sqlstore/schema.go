@@ -167,13 +167,10 @@ func (s *Store) readable(ctx context.Context) error {
 	return s.Schema().ReadError()
 }
 
-// checkSchema reads the schema version in a write's transaction, after the
-// feed's lock: a newer server may have migrated since this one did.
-func (s *Store) checkSchema(ctx context.Context, tx Tx) error {
-	var version, readableFrom int
-	if err := tx.QueryRow(ctx, s.sql.schema).Scan(&version, &readableFrom); err != nil {
-		return fmt.Errorf("reading the history schema's version: %w", err)
-	}
+// checkSchema takes the schema version a write's transaction read with the
+// feed's head, under the feed's lock: a newer server may have migrated
+// since this one did.
+func (s *Store) checkSchema(version, readableFrom int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if version != s.state.Version || readableFrom != s.state.ReadableFrom {

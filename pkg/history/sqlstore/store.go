@@ -73,8 +73,12 @@ func New(d Dialect, s Schema) *Store {
 		recordColumns:  render(recordColumns(endPosition)),
 		changeColumns:  render(recordColumns("NULL")),
 		versionColumns: versionColumns(),
-		head:           render(`SELECT position FROM {feed} WHERE id = 1` + sp.LockHead),
-		schema:         `SELECT version, readable_from FROM history_schema WHERE id = 1`,
+		// The schema's version in the same round trip: the lock is held
+		// from this statement to the commit, and each round trip in
+		// between is waited for by every other writer.
+		head: render(`SELECT f.position, s.version, s.readable_from FROM {feed} f, history_schema s
+			WHERE f.id = 1 AND s.id = 1` + sp.LockHead),
+		schema: `SELECT version, readable_from FROM history_schema WHERE id = 1`,
 		setSchema: render(`INSERT INTO history_schema (id, version, readable_from) VALUES (1, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET version = excluded.version, readable_from = excluded.readable_from`),
 		setHead: render(`UPDATE {feed} SET position = ? WHERE id = 1`),
@@ -101,12 +105,13 @@ func (s *Store) Write(ctx context.Context, batch history.Batch) error {
 		// take positions one after the other, in commit order: the feed's
 		// proof in package history's doc.
 		var position int64
-		if err := tx.QueryRow(ctx, s.sql.head).Scan(&position); err != nil {
-			return err
+		var version, readableFrom int
+		if err := tx.QueryRow(ctx, s.sql.head).Scan(&position, &version, &readableFrom); err != nil {
+			return fmt.Errorf("reading the feed's head and the history schema's version: %w", err)
 		}
-		// Read after the lock: a migration holds it (Dialect.Migrate), so
+		// Read under the lock: a migration holds it (Dialect.Migrate), so
 		// a schema made newer meanwhile is seen here, before any write.
-		if err := s.checkSchema(ctx, tx); err != nil {
+		if err := s.checkSchema(version, readableFrom); err != nil {
 			return err
 		}
 		if len(batch.Versions) > 0 {

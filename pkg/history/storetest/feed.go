@@ -15,6 +15,7 @@ import (
 func runFeed(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("feed order and ends", func(t *testing.T) { testFeed(t, open(t)) })
 	t.Run("feed under concurrent writers", func(t *testing.T) { testFeedConcurrent(t, open(t)) })
+	t.Run("feed of a batch repeating itself", func(t *testing.T) { testFeedRepeats(t, open(t)) })
 	t.Run("feed floor after retention", func(t *testing.T) { testFeedRetention(t, open(t)) })
 }
 
@@ -239,6 +240,52 @@ func testFeedConcurrent(t *testing.T, s history.Store) {
 		}
 	}
 	t.Logf("%d changes, %d versions stored", len(whole), len(all))
+}
+
+// testFeedRepeats: a batch holding a version twice (a capture's relist
+// overlapping its watch) stores its first copy, at the first copy's
+// position, and an end twice its first; the feed holds each once, the
+// positions offered to the copies are gaps, and the next batch's changes
+// come after them.
+func testFeedRepeats(t *testing.T, s history.Store) {
+	ctx := context.Background()
+	again := Version("a", 3, "p1", 1)
+	again.Object = []byte("a later copy")
+	batch := history.Batch{
+		Versions:  []history.Version{Version("a", 3, "p1", 1), Version("b", 4, "p1", 1), again, Version("a", 5, "p1", 2)},
+		Deletions: []history.Deletion{{UID: "b", Revision: 6, At: Base}, {UID: "b", Revision: 7, At: Base.Add(time.Minute)}},
+	}
+	if err := s.Write(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, history.Batch{Versions: []history.Version{Version("c", 8, "p1", 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, through := readFeed(t, s, history.FeedOrigin, 100, history.ChangeQuery{})
+	want := []string{"a@3", "b@4", "a@5", "end b@4", "c@8"}
+	if fmt.Sprint(keys(got)) != fmt.Sprint(want) {
+		t.Fatalf("feed = %v, want %v", keys(got), want)
+	}
+	// Positions from the origin: a@3 1, b@4 2, the copy's 3 a gap, a@5 4;
+	// b's ends a block of one each (one version of b), 5 kept, 6 a gap;
+	// c@8 the next batch's first.
+	positions := []int64{1, 2, 4, 5, 7}
+	for i, c := range got {
+		if c.Position != history.FeedOrigin+positions[i] {
+			t.Errorf("%s at position %d, want %d", changeKey(c), c.Position, history.FeedOrigin+positions[i])
+		}
+	}
+	if through != history.FeedOrigin+7 {
+		t.Errorf("the feed's head is at %d, want %d", through, history.FeedOrigin+7)
+	}
+	r, err := s.Get(ctx, "ns", "ev-a", 3)
+	if err != nil || string(r.Object) != "object a/3" {
+		t.Errorf("a@3 holds %q (%v), want its first copy's object", r.Object, err)
+	}
+	b, err := s.Get(ctx, "ns", "ev-b", 4)
+	if err != nil || b.DeletedRevision != 6 || b.DeletedAt == nil || !b.DeletedAt.Equal(Base) {
+		t.Errorf("b@4 ended at %d %v (%v), want the first end's, 6 at %v", b.DeletedRevision, b.DeletedAt, err, Base)
+	}
 }
 
 // testFeedRetention: retention raises the floor to the newest position it

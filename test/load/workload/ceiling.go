@@ -25,12 +25,11 @@ type CeilingOptions struct {
 // server has one per resource). It is the most creates this etcd can take
 // on this machine, the ceiling for the servers' create throughput.
 func Ceiling(ctx context.Context, o CeilingOptions) ([]Measurement, error) {
-	c, err := newEtcdClient(o.Endpoints)
+	events, err := NewEtcdEvents(o.Endpoints, DefaultPrefix)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = c.Close() }()
-	leases := &leaser{client: c, ttl: EventTTL}
+	defer func() { _ = events.Close() }()
 	var bytes, writes int64
 	var cpu0 time.Duration
 	if o.EtcdPID != 0 {
@@ -39,7 +38,7 @@ func Ceiling(ctx context.Context, o CeilingOptions) ([]Measurement, error) {
 	r := closedLoop(ctx, o.Clients, o.Duration, func(ctx context.Context, w, seq int) error {
 		ns, pod, node := createObject(w, seq)
 		ev := kubeletEvent(ns, pod, node, seq, time.Now())
-		n, err := writeEvent(ctx, c, leases, ev)
+		_, n, err := events.Create(ctx, ev)
 		if w == 0 && err == nil {
 			bytes += int64(n)
 			writes++

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // PreloadOptions configures Preload.
@@ -81,8 +80,6 @@ func Preload(ctx context.Context, o PreloadOptions) (PreloadResult, error) {
 	return PreloadResult{Events: o.To - o.From, Bytes: bytes.Load(), Elapsed: time.Since(start)}, nil
 }
 
-// writeEvent creates ev in etcd as a server would and returns the size of
-// the value written.
 // preloadBatch is how many Events one transaction creates. One transaction
 // per Event, as the servers write them, preloads a million Events in many
 // minutes; etcd's default --max-txn-ops is 128, and 64 Events of the layout
@@ -105,7 +102,7 @@ func writeEvents(ctx context.Context, c *clientv3.Client, leases *leaser, layout
 		if err != nil {
 			return 0, err
 		}
-		key := eventKey(ev.Namespace, ev.Name)
+		key := eventKey(DefaultPrefix, ev.Namespace, ev.Name)
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", 0))
 		puts = append(puts, clientv3.OpPut(key, string(value), clientv3.WithLease(lease)))
 		size += len(value)
@@ -147,7 +144,7 @@ func allExist(ctx context.Context, c *clientv3.Client, layout Layout, from, to i
 	var gets []clientv3.Op
 	for i := from; i < to; i++ {
 		ev := layout.Event(i)
-		gets = append(gets, clientv3.OpGet(eventKey(ev.Namespace, ev.Name), clientv3.WithCountOnly()))
+		gets = append(gets, clientv3.OpGet(eventKey(DefaultPrefix, ev.Namespace, ev.Name), clientv3.WithCountOnly()))
 	}
 	resp, err := c.Txn(ctx).Then(gets...).Commit()
 	if err != nil {
@@ -159,17 +156,4 @@ func allExist(ctx context.Context, c *clientv3.Client, layout Layout, from, to i
 		}
 	}
 	return true
-}
-
-// writeEvent creates one Event as the etcd3 store does: one transaction.
-func writeEvent(ctx context.Context, c *clientv3.Client, leases *leaser, ev *corev1.Event) (int, error) {
-	value, err := storedValue(ev, ev.FirstTimestamp.Time)
-	if err != nil {
-		return 0, err
-	}
-	lease, err := leases.get(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return len(value), putIfAbsent(ctx, c, eventKey(ev.Namespace, ev.Name), value, lease)
 }
