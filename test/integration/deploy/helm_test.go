@@ -538,11 +538,18 @@ func TestHistorySQLiteFitsItsVolume(t *testing.T) {
 		{name: "history-only-claim-256Mi", set: []string{"history.sqlite.persistence.size=256Mi"}},
 		{name: "standalone-claim-20Gi", set: []string{"mode=standalone", "standalone.persistence.size=20Gi"}},
 	}, helmCases...)
+	checkEachRender(t, cases, checkHistoryFitsVolume)
+}
+
+// checkEachRender runs check, in a subtest per case, on what the chart
+// renders with the case's values and on what its overlays render.
+func checkEachRender(t *testing.T, cases []helmCase, check func(t *testing.T, source string, objs []*unstructured.Unstructured)) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkHistoryFitsVolume(t, "the chart", framework.SplitManifests(t, renderChart(t, deployNamespace, c.set...)))
+			check(t, "the chart", framework.SplitManifests(t, renderChart(t, deployNamespace, c.set...)))
 			if len(c.overlays) > 0 {
-				checkHistoryFitsVolume(t, fmt.Sprint(c.overlays), renderOverlays(t, c.overlays))
+				check(t, fmt.Sprint(c.overlays), renderOverlays(t, c.overlays))
 			}
 		})
 	}
