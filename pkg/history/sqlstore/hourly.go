@@ -21,11 +21,11 @@ var HourlyColumns = []history.Column{history.ColumnCluster, history.ColumnNamesp
 // namespaces (Spelling.HourlyAll): HourlyColumns but the namespace. A
 // cluster's Events spread over many namespaces, so an hour holds a row of
 // the hourly counts per namespace and reason (and type, ...), and a count
-// across namespaces read and summed them all: some 2000 rows an hour for
-// 3000 versions in BenchHistory's 1000 namespaces, 165,000 for a week at
-// 10^6 versions, most of whose time went to sorting them by hour and
-// reason (docs/benchmarks.md, "Counts over time"). Without the namespace
-// the same week is some 500 rows.
+// across namespaces read and summed them all: at 10^6 versions of
+// BenchHistory, in 1000 namespaces, some 1000 rows an hour for 3000
+// versions, 165,000 a week, most of the count's time going to SQLite's
+// sort of them by hour and reason (docs/benchmarks.md, "Counts over
+// time"). Without the namespace the same week is 226 rows.
 var AllNamespacesColumns = slices.DeleteFunc(slices.Clone(HourlyColumns), func(c history.Column) bool { return c == history.ColumnNamespace })
 
 // hourNanos is an hour in last_seen's unit.
