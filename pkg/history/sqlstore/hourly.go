@@ -61,7 +61,7 @@ type Hourly struct {
 func NewHourly(sp Spelling, tail string) Hourly {
 	h := newHourly(sp, sp.Hourly, HourlyColumns, tail)
 	h.Backfill = fmt.Sprintf("INSERT INTO %s (%s, n) SELECT last_seen / %d, %s, count(*) FROM %s GROUP BY %s;\n",
-		sp.Hourly, strings.Join(hourlyKey(HourlyColumns), ", "), hourNanos, strings.Join(names(HourlyColumns), ", "), sp.Versions,
+		sp.Hourly, strings.Join(hourlyKey(HourlyColumns), ", "), hourNanos, strings.Join(columnNames(HourlyColumns), ", "), sp.Versions,
 		strings.Join(positions(len(HourlyColumns)+1), ", "))
 	return h
 }
@@ -72,7 +72,7 @@ func NewHourly(sp Spelling, tail string) Hourly {
 // over the namespaces: a pass over those rather than over the versions.
 func NewHourlyAll(sp Spelling, tail string) Hourly {
 	h := newHourly(sp, sp.HourlyAll, AllNamespacesColumns, tail)
-	dims := strings.Join(names(AllNamespacesColumns), ", ")
+	dims := strings.Join(columnNames(AllNamespacesColumns), ", ")
 	h.Backfill = fmt.Sprintf("INSERT INTO %s (hour, %s, n) SELECT hour, %s, CAST(sum(n) AS %s) FROM %s GROUP BY %s;\n",
 		sp.HourlyAll, dims, dims, sp.Int, sp.Hourly, strings.Join(positions(len(AllNamespacesColumns)+1), ", "))
 	return h
@@ -109,10 +109,10 @@ func newHourly(sp Spelling, table string, columns []history.Column, tail string)
 }
 
 func hourlyKey(columns []history.Column) []string {
-	return append([]string{"hour"}, names(columns)...)
+	return append([]string{"hour"}, columnNames(columns)...)
 }
 
-func names(columns []history.Column) []string {
+func columnNames(columns []history.Column) []string {
 	n := make([]string, len(columns))
 	for i, c := range columns {
 		n[i] = string(c)
