@@ -58,6 +58,7 @@ type dialect struct {
 var spelling = sqlstore.Spelling{
 	Versions: "event_versions", Deletions: "event_deletions", Progress: "capture_progress", Feed: "feed_head",
 	Hourly:      "event_versions_hourly",
+	HourlyAll:   "event_versions_hourly_all",
 	Placeholder: func(n int) string { return fmt.Sprintf("$%d", n) },
 	NoRows:      pgx.ErrNoRows,
 	Greatest:    "GREATEST",
@@ -114,6 +115,8 @@ CREATE INDEX IF NOT EXISTS event_versions_by_note ON event_versions USING gin (n
 CREATE INDEX IF NOT EXISTS event_versions_by_null_note ON event_versions (last_seen) WHERE note IS NULL;
 `},
 		{Version: 6, About: "the hourly counts", SQL: hourlySQL()},
+		// sqlstore.AllNamespacesColumns' doc says why.
+		{Version: 7, About: "the hourly counts of all namespaces", SQL: hourlyAllSQL()},
 	},
 }
 
@@ -125,20 +128,45 @@ CREATE INDEX IF NOT EXISTS event_versions_by_null_note ON event_versions (last_s
 // takes the day's hours from the counts itself. The versions stored so far
 // are counted under the migration's locks (Migrate), which writes wait for.
 func hourlySQL() string {
-	h := sqlstore.NewHourly(spelling, "")
-	return h.Table + `CREATE OR REPLACE FUNCTION event_versions_hourly_count() RETURNS trigger LANGUAGE plpgsql AS $$
+	return hourly.Table + hourlyTrigger(hourly) + `DROP TRIGGER IF EXISTS event_versions_hourly_counted ON event_versions;
+CREATE TRIGGER event_versions_hourly_counted AFTER INSERT OR DELETE ON event_versions
+	FOR EACH ROW EXECUTE FUNCTION event_versions_hourly_count();
+` + hourly.Backfill
+}
+
+// hourly and hourlyAll are the hourly counts and those of all namespaces.
+var (
+	hourly    = sqlstore.NewHourly(spelling, "")
+	hourlyAll = sqlstore.NewHourlyAll(spelling, "")
+)
+
+// hourlyTrigger is the hourly counts' trigger function, counting a version
+// in each of tables.
+func hourlyTrigger(tables ...sqlstore.Hourly) string {
+	var counted, uncounted []string
+	for _, t := range tables {
+		counted = append(counted, t.Counted("NEW"))
+		uncounted = append(uncounted, t.Uncounted("OLD"))
+	}
+	return `CREATE OR REPLACE FUNCTION event_versions_hourly_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		` + sqlstore.HourlyCounted(spelling, "NEW") + `
+		` + strings.Join(counted, "\n\t\t") + `
 	ELSE
-		` + sqlstore.HourlyUncounted(spelling, "OLD") + `
+		` + strings.Join(uncounted, "\n\t\t") + `
 	END IF;
 	RETURN NULL;
 END $$;
-DROP TRIGGER IF EXISTS event_versions_hourly_counted ON event_versions;
-CREATE TRIGGER event_versions_hourly_counted AFTER INSERT OR DELETE ON event_versions
-	FOR EACH ROW EXECUTE FUNCTION event_versions_hourly_count();
-` + h.Backfill
+`
+}
+
+// hourlyAllSQL makes the hourly counts of all namespaces, kept by the
+// hourly counts' trigger function, replaced by one that counts a version
+// in both tables (the trigger stays), and counted from the hourly counts:
+// a pass over those, not over the versions. Retain takes a dropped day's
+// hours from both.
+func hourlyAllSQL() string {
+	return hourlyAll.Table + hourlyTrigger(hourly, hourlyAll) + hourlyAll.Backfill
 }
 
 // Open prepares a pool for dsn (a PostgreSQL URL or key=value string); it
@@ -510,9 +538,11 @@ func (d *dialect) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, 
 		// partitions' bounds are whole days of last_seen), which go with
 		// them in one transaction: a DROP fires no trigger.
 		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `DELETE FROM event_versions_hourly WHERE hour >= $1 AND hour < $2`,
-				(p.upper-int64(day))/int64(time.Hour), p.upper/int64(time.Hour)); err != nil {
-				return err
+			for _, table := range []string{spelling.Hourly, spelling.HourlyAll} {
+				if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE hour >= $1 AND hour < $2`,
+					(p.upper-int64(day))/int64(time.Hour), p.upper/int64(time.Hour)); err != nil {
+					return err
+				}
 			}
 			_, err := tx.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %s`, pgx.Identifier{p.name}.Sanitize()))
 			return err

@@ -15,17 +15,19 @@ import (
 // by Store.Write, one writer at a time: nearly all of it is under the feed's
 // lock (feed_head FOR UPDATE), which every other writer's batch waits for.
 // "no-hourly" drops the hourly counts' trigger first: the difference is
-// what the trigger adds to a batch.
+// what the trigger adds to a batch; "hourly-namespaced" makes its function
+// count in the hourly counts alone, as before the counts of all namespaces
+// (hourlyAllSQL): the difference is what those add.
 //
 //	go test -run NONE -bench WriteBatch -benchtime 200x ./pkg/history/postgres/
 func BenchmarkWriteBatch(b *testing.B) {
 	dsn := pgtest.Start(b)
-	for _, hourly := range []bool{true, false} {
-		name := "hourly"
-		if !hourly {
-			name = "no-hourly"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, way := range []struct{ name, setup string }{
+		{"hourly", ""},
+		{"hourly-namespaced", hourlyTrigger(hourly)},
+		{"no-hourly", `DROP TRIGGER event_versions_hourly_counted ON event_versions`},
+	} {
+		b.Run(way.name, func(b *testing.B) {
 			ctx := context.Background()
 			s, err := Open(ctx, newDatabase(b, dsn))
 			if err != nil {
@@ -35,8 +37,8 @@ func BenchmarkWriteBatch(b *testing.B) {
 			if err := s.Migrate(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if !hourly {
-				if _, err := s.d.pool.Exec(ctx, `DROP TRIGGER event_versions_hourly_counted ON event_versions`); err != nil {
+			if way.setup != "" {
+				if _, err := s.d.pool.Exec(ctx, way.setup); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -120,7 +120,8 @@ func fillBulk(ctx context.Context, path string, h storetest.BenchHistory, source
 		noteSearchBackfill,
 		`INSERT INTO versions_note_search (versions_note_search, rank) VALUES ('hashsize', 1048576)`,
 		`DELETE FROM versions_note_search_config WHERE k = 'hashsize'`,
-		hourlyBackfill,
+		hourly.Backfill,
+		hourlyAll.Backfill,
 	} {
 		if _, err := s.db.ExecContext(ctx, backfill); err != nil {
 			return err
@@ -198,8 +199,12 @@ func verifyBenchDB(ctx context.Context, s *Store, h storetest.BenchHistory, samp
 		return err
 	}
 	var disagreeing int64
-	if err := s.read.QueryRowContext(ctx, storetest.HourlyDisagreements("versions", "versions_hourly")).Scan(&disagreeing); err != nil {
-		return err
+	for _, table := range []string{spelling.Hourly, spelling.HourlyAll} {
+		var wrong int64
+		if err := s.read.QueryRowContext(ctx, storetest.HourlyDisagreements(spelling.Versions, table)).Scan(&wrong); err != nil {
+			return err
+		}
+		disagreeing += wrong
 	}
 	if stats.Rows != int64(h.Rows) || count != int64(h.Rows) || deletions != int64(h.Deletions()) || disagreeing != 0 {
 		return fmt.Errorf("counter %d, count(*) %d, deletions %d, hours counted wrong %d: want %d versions and %d deletions, none wrong",

@@ -63,6 +63,8 @@ END;
 CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note IS NULL;
 `},
 		{Version: 10, About: "the hourly counts", SQL: hourlySQL()},
+		// sqlstore.AllNamespacesColumns' doc says why.
+		{Version: 11, About: "the hourly counts of all namespaces", SQL: hourlyAllSQL()},
 	},
 }
 
@@ -71,8 +73,11 @@ CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note I
 // after its rows (fillBulk).
 const noteSearchBackfill = `INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';`
 
-// hourlyBackfill counts the versions stored so far in the hourly counts.
-var hourlyBackfill = sqlstore.NewHourly(spelling, " WITHOUT ROWID").Backfill
+// hourly and hourlyAll are the hourly counts and those of all namespaces.
+var (
+	hourly    = sqlstore.NewHourly(spelling, " WITHOUT ROWID")
+	hourlyAll = sqlstore.NewHourlyAll(spelling, " WITHOUT ROWID")
+)
 
 // hourlySQL makes the hourly counts (sqlstore.Hourly), kept by triggers
 // that fire only for the rows an INSERT OR IGNORE really inserts and a
@@ -80,13 +85,31 @@ var hourlyBackfill = sqlstore.NewHourly(spelling, " WITHOUT ROWID").Backfill
 // far: one pass over the table under the write lock, at the first start
 // of a server with this version.
 func hourlySQL() string {
-	return sqlstore.NewHourly(spelling, " WITHOUT ROWID").Table + `CREATE TRIGGER IF NOT EXISTS versions_hourly_counted AFTER INSERT ON versions BEGIN
-	` + sqlstore.HourlyCounted(spelling, "new") + `
+	return hourly.Table + `CREATE TRIGGER IF NOT EXISTS versions_hourly_counted AFTER INSERT ON versions BEGIN
+	` + hourly.Counted("new") + `
 END;
 CREATE TRIGGER IF NOT EXISTS versions_hourly_uncounted AFTER DELETE ON versions BEGIN
-	` + sqlstore.HourlyUncounted(spelling, "old") + `
+	` + hourly.Uncounted("old") + `
 END;
-` + hourlyBackfill
+` + hourly.Backfill
+}
+
+// hourlyAllSQL makes the hourly counts of all namespaces, kept by the
+// hourly counts' triggers, made again to keep both tables (one trigger
+// program a row, not two), and counted from the hourly counts: a pass over
+// those, not over the versions.
+func hourlyAllSQL() string {
+	return hourlyAll.Table + `DROP TRIGGER IF EXISTS versions_hourly_counted;
+CREATE TRIGGER versions_hourly_counted AFTER INSERT ON versions BEGIN
+	` + hourly.Counted("new") + `
+	` + hourlyAll.Counted("new") + `
+END;
+DROP TRIGGER IF EXISTS versions_hourly_uncounted;
+CREATE TRIGGER versions_hourly_uncounted AFTER DELETE ON versions BEGIN
+	` + hourly.Uncounted("old") + `
+	` + hourlyAll.Uncounted("old") + `
+END;
+` + hourlyAll.Backfill
 }
 
 // Schema reads user_version, and where the file has it, history_schema.

@@ -51,7 +51,8 @@ type dialect struct {
 }
 
 var spelling = sqlstore.Spelling{
-	Versions: "versions", Deletions: "deletions", Progress: "progress", Feed: "feed", Hourly: "versions_hourly",
+	Versions: "versions", Deletions: "deletions", Progress: "progress", Feed: "feed",
+	Hourly: "versions_hourly", HourlyAll: "versions_hourly_all",
 	Placeholder: func(int) string { return "?" },
 	NoRows:      sql.ErrNoRows,
 	Greatest:    "max",

@@ -19,7 +19,9 @@ import (
 // that already holds some: "spread", random uids and several Events per
 // object over 100 namespaces, 50,000 versions before; "capturecpu",
 // TestHistoryCaptureCPU's Events (one namespace, one regarding uid, 100
-// pods), 300 before.
+// pods), 300 before; "spread-namespaced", spread with the triggers of the
+// hourly counts alone, as before the counts of all namespaces
+// (hourlyAllSQL): the difference is what those add.
 //
 //	go test -run NONE -bench Write -benchtime 20000x ./pkg/history/sqlite/
 func BenchmarkWrite(b *testing.B) {
@@ -28,22 +30,25 @@ func BenchmarkWrite(b *testing.B) {
 		payload[i] = byte(i * 7)
 	}
 	now := time.Now()
-	b.Run("spread", func(b *testing.B) {
-		benchmarkWrite(b, 50000, func(j int) history.Version {
-			object := j % 10000
-			return history.Version{
-				UID: fmt.Sprintf("%08x-6a3b-4c1d-9e2f-%012x", j*2654435761%(1<<32), j), Revision: int64(j + 1),
-				Namespace: fmt.Sprintf("ns-%d", object%100), Name: fmt.Sprintf("pod-%d.%016x", object, j),
-				RegardingUID:  fmt.Sprintf("%08x-1111-2222-3333-%012x", object*2654435761%(1<<32), object),
-				RegardingName: fmt.Sprintf("pod-%d", object), RegardingNamespace: fmt.Sprintf("ns-%d", object%100),
-				RegardingKind: "Pod", Reason: "BackOff", Type: "Warning", ReportingController: "kubelet",
-				LastSeen: now.Add(time.Duration(j) * time.Millisecond), ObservedAt: now.Add(time.Duration(j) * time.Millisecond),
-				Object: payload,
-			}
-		})
+	spread := func(j int) history.Version {
+		object := j % 10000
+		return history.Version{
+			UID: fmt.Sprintf("%08x-6a3b-4c1d-9e2f-%012x", j*2654435761%(1<<32), j), Revision: int64(j + 1),
+			Namespace: fmt.Sprintf("ns-%d", object%100), Name: fmt.Sprintf("pod-%d.%016x", object, j),
+			RegardingUID:  fmt.Sprintf("%08x-1111-2222-3333-%012x", object*2654435761%(1<<32), object),
+			RegardingName: fmt.Sprintf("pod-%d", object), RegardingNamespace: fmt.Sprintf("ns-%d", object%100),
+			RegardingKind: "Pod", Reason: "BackOff", Type: "Warning", ReportingController: "kubelet",
+			LastSeen: now.Add(time.Duration(j) * time.Millisecond), ObservedAt: now.Add(time.Duration(j) * time.Millisecond),
+			Object: payload,
+		}
+	}
+	b.Run("spread", func(b *testing.B) { benchmarkWrite(b, 50000, "", spread) })
+	// On the empty store: hourlySQL's backfill counts nothing.
+	b.Run("spread-namespaced", func(b *testing.B) {
+		benchmarkWrite(b, 50000, `DROP TRIGGER versions_hourly_counted; DROP TRIGGER versions_hourly_uncounted;`+hourlySQL(), spread)
 	})
 	b.Run("capturecpu", func(b *testing.B) {
-		benchmarkWrite(b, 300, func(j int) history.Version {
+		benchmarkWrite(b, 300, "", func(j int) history.Version {
 			return history.Version{
 				UID: fmt.Sprintf("%08x-6a3b-4c1d-9e2f-%012x", j*2654435761%(1<<32), j), Revision: int64(j + 1),
 				Namespace: "bench-1234", Name: fmt.Sprintf("measured-%d", j),
@@ -56,13 +61,20 @@ func BenchmarkWrite(b *testing.B) {
 	})
 }
 
-func benchmarkWrite(b *testing.B, preload int, version func(j int) history.Version) {
+// benchmarkWrite measures version(preload...) written into a store that
+// holds version(0...preload), after setup (if not empty) on the new store.
+func benchmarkWrite(b *testing.B, preload int, setup string, version func(j int) history.Version) {
 	ctx := context.Background()
 	s, err := Open(filepath.Join(b.TempDir(), "history.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
+	if setup != "" {
+		if _, err := s.db.ExecContext(ctx, setup); err != nil {
+			b.Fatal(err)
+		}
+	}
 	const batchSize = 500
 	write := func(from, to int) {
 		batch := history.Batch{Source: "bench", Revision: int64(to)}

@@ -87,8 +87,9 @@ type Spelling struct {
 	// The tables of versions, of Events' ends, of capture's progress
 	// per source and of the feed's head and floor.
 	Versions, Deletions, Progress, Feed string
-	// Hourly is the table of the hourly counts (NewHourly).
-	Hourly string
+	// Hourly is the table of the hourly counts (NewHourly), HourlyAll
+	// that of the hourly counts of all namespaces (NewHourlyAll).
+	Hourly, HourlyAll string
 	// Placeholder is the n-th (from 1) parameter's placeholder.
 	Placeholder func(n int) string
 	// NoRows is the error a Row's Scan returns for no row.

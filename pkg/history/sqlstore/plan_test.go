@@ -132,10 +132,12 @@ func TestSearchPlan(t *testing.T) {
 }
 
 // TestCountPlan: on SQLite, a count by the hourly counts' columns reads the
-// window's whole hours from them by their key, and its partial hours at the
-// edges from the versions' covering index by last_seen; a window of whole
-// hours reads no version at all. A count by the regarding name reads the
-// versions (their covering index), the hourly counts holding no names.
+// window's whole hours from them by their key (from those of all
+// namespaces where it neither groups by nor selects a namespace), and its
+// partial hours at the edges from the versions' covering index by
+// last_seen; a window of whole hours reads no version at all. A count by
+// the regarding name reads the versions (their covering index), the
+// hourly counts holding no names.
 func TestCountPlan(t *testing.T) {
 	s := openSQLite(t)
 	hour := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -147,21 +149,30 @@ func TestCountPlan(t *testing.T) {
 		groupBy      []history.Column
 		conditions   []history.Condition
 		want, not    []string
+		// hourly is the table of hourly counts the statement reads.
+		hourly string
 	}{
 		{"whole hours", hour.Add(-168 * time.Hour), hour, byReason, nil,
-			[]string{"PRIMARY KEY (hour>? AND hour<?)"}, []string{"versions_by", "SCAN v"}},
+			[]string{"PRIMARY KEY (hour>? AND hour<?)"}, []string{"versions_by", "SCAN v"}, "versions_hourly_all"},
 		{"whole hours in a namespace", hour.Add(-168 * time.Hour), hour, byReason, inNamespace,
-			[]string{"PRIMARY KEY (hour>? AND hour<?)"}, []string{"versions_by", "SCAN v"}},
+			[]string{"PRIMARY KEY (hour>? AND hour<?)"}, []string{"versions_by", "SCAN v"}, "versions_hourly"},
+		{"whole hours by namespace", hour.Add(-168 * time.Hour), hour, []history.Column{history.ColumnNamespace}, nil,
+			[]string{"PRIMARY KEY (hour>? AND hour<?)"}, []string{"versions_by", "SCAN v"}, "versions_hourly"},
 		{"partial hours", hour.Add(-168*time.Hour + time.Minute), hour.Add(time.Minute), byReason, nil,
-			[]string{"PRIMARY KEY (hour>? AND hour<?)", "versions_by_counted (last_seen>? AND last_seen<?)"}, []string{"SCAN v"}},
+			[]string{"PRIMARY KEY (hour>? AND hour<?)", "versions_by_counted (last_seen>? AND last_seen<?)"}, []string{"SCAN v"}, "versions_hourly_all"},
 		{"by regarding name", hour.Add(-168 * time.Hour), hour, []history.Column{history.ColumnRegardingName}, nil,
-			[]string{"versions_by_counted (last_seen>? AND last_seen<?)"}, []string{"PRIMARY KEY", "SCAN v"}},
+			[]string{"versions_by_counted (last_seen>? AND last_seen<?)"}, []string{"PRIMARY KEY", "SCAN v"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			query, args, err := s.CellsQuery(history.CountQuery{Query: history.Query{Conditions: tc.conditions, Since: tc.since, Until: tc.until, Through: 100},
 				GroupBy: tc.groupBy, Bucket: time.Hour, Top: 10})
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, table := range []string{"versions_hourly", "versions_hourly_all"} {
+				if reads := strings.Contains(query, "FROM "+table+" v "); reads != (table == tc.hourly) {
+					t.Errorf("the statement reads %s: %v, want %v:\n%s", table, reads, !reads, query)
+				}
 			}
 			joined := queryPlan(t, s, query, args)
 			for _, want := range tc.want {

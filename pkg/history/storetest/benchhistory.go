@@ -222,7 +222,8 @@ func ListOneObjectWeek(b *testing.B, s history.Store, h BenchHistory) {
 }
 
 // HourlyDisagreements counts the hours and reasons whose hourly count
-// (sqlstore.Hourly, in table hourly) is not the count of the versions
+// (sqlstore.Hourly, in table hourly: the hourly counts, or those of all
+// namespaces) is not the count of the versions
 // (table versions) last seen in that hour with that reason: a bulk fill's
 // check of the counts it made after its rows.
 func HourlyDisagreements(versions, hourly string) string {

@@ -64,9 +64,11 @@ func Migrated(t *testing.T, s history.Store, known int) {
 	if found, err := s.List(ctx, history.Query{Conditions: []history.Condition{search}}); err != nil || len(found) != 1 || found[0].UID != "a" {
 		t.Errorf("search after migration: %d records (%v), want a only", len(found), err)
 	}
-	// The hourly counts' migration counted Legacy, stored before them; b
-	// is counted by their trigger, once however often it is written.
-	// The window is the hour, whole: the counts alone answer it.
+	// The hourly counts' migration counted Legacy, stored before them, and
+	// that of the hourly counts of all namespaces summed those; b is
+	// counted by their trigger, once however often it is written. The
+	// window is the hour, whole, of all namespaces: the hourly counts of
+	// all namespaces alone answer it.
 	hour := history.CountQuery{Query: history.Query{Since: Base, Until: Base.Add(time.Hour)},
 		GroupBy: []history.Column{history.ColumnReason}, Bucket: time.Hour, Top: 1}
 	if c, err := s.(history.Counter).Count(ctx, hour); err != nil || c.Total != 2 || len(c.Groups) != 1 || c.Groups[0].Buckets[Base] != 2 {
