@@ -536,11 +536,14 @@ func (d *dialect) Retain(ctx context.Context, cutoff time.Time, maxBytes int64, 
 		}
 		// A day's versions are the hourly counts of its 24 hours (the
 		// partitions' bounds are whole days of last_seen), which go with
-		// them in one transaction: a DROP fires no trigger.
+		// them in one transaction: a DROP fires no trigger. Every hour
+		// before the day's end goes, not only the day's: no older day is
+		// left (they are dropped oldest first), and a replica of an older
+		// version that dropped one before noticing the counts of all
+		// namespaces left that day's hours there, counted still.
 		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 			for _, table := range []string{spelling.Hourly, spelling.HourlyAll} {
-				if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE hour >= $1 AND hour < $2`,
-					(p.upper-int64(day))/int64(time.Hour), p.upper/int64(time.Hour)); err != nil {
+				if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE hour < $1`, p.upper/int64(time.Hour)); err != nil {
 					return err
 				}
 			}

@@ -77,11 +77,29 @@ func TestRetainDropsDays(t *testing.T) {
 	if err != nil || len(all) != 40 {
 		t.Fatalf("%d versions (%v), want 40", len(all), err)
 	}
+	// An older replica dropped a day before the day's counts of all
+	// namespaces existed: that day is counted there still, and goes with
+	// the next day dropped.
+	leftOver := storetest.Base.Add(-48*time.Hour).UnixNano() / int64(time.Hour)
+	if _, err := s.d.pool.Exec(ctx, `INSERT INTO `+spelling.HourlyAll+` (hour, cluster, reason, type, regarding_kind, reporting_controller, n)
+		VALUES ($1, '', 'Old', 'Normal', 'Pod', 'kubelet', 5)`, leftOver); err != nil {
+		t.Fatal(err)
+	}
 	// Base is noon: a cutoff at the start of Base's second day drops the first.
 	cutoff := storetest.Base.Truncate(24 * time.Hour).Add(24 * time.Hour)
 	n, err := s.Retain(ctx, cutoff, 0, 0)
 	if err != nil || n != 10 {
 		t.Fatalf("age retention dropped %d (%v), want the first day's 10", n, err)
+	}
+	for _, table := range []string{spelling.Hourly, spelling.HourlyAll} {
+		var counted, before int64
+		if err := s.d.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE hour < $1) FROM `+table,
+			cutoff.UnixNano()/int64(time.Hour)).Scan(&counted, &before); err != nil {
+			t.Fatal(err)
+		}
+		if counted != 30 || before != 0 {
+			t.Errorf("%s counts %d versions, %d hours before the cutoff: want the 30 left, none", table, counted, before)
+		}
 	}
 	parts, err := s.d.partitions(ctx)
 	if err != nil || len(parts) != 3 {
