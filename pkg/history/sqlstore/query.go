@@ -210,8 +210,9 @@ func pageRecord() string {
 //     counted in the page: its end's block has one position per version
 //     stored then (seq - first_seq + 1), and versions are only ever
 //     removed from that set, so as many in the page are all there are.
-//     Most of a page's Events are so, its selector holding for all of an
-//     Event's versions (its note, its object, its reason);
+//     Most of a page's Events are so: selectors on the regarding object,
+//     the reason or the note hold for all of an Event's versions alike,
+//     and a page or a window cuts only the Events at its edges;
 //   - the other Events' versions are read by uid in one scan of each
 //     partition's key (Spelling.PageEnds).
 //
