@@ -72,6 +72,7 @@ var spelling = sqlstore.Spelling{
 	VersionsKey: ",\n\tPRIMARY KEY (uid, revision, last_seen)\n) PARTITION BY RANGE (last_seen)",
 	KeyIndex:    "name",
 	Contains:    searchSQL,
+	PageEnds:    func(subquery string) string { return "h.uid = ANY(ARRAY(" + subquery + "))" },
 	// Databases of servers from before versions may lack the feed's columns.
 	Upgrade: `ALTER TABLE event_versions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;
 ALTER TABLE event_deletions ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;

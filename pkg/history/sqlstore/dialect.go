@@ -135,6 +135,17 @@ type Spelling struct {
 	// column's trigram index, or is NULL (a version stored before the
 	// column was added), binding what it needs through bind.
 	Contains func(column history.Column, term string, bind func(any) string) string
+	// PageEnds, where set, is how a list reads the end positions of its
+	// page at once (pageStatement): the condition that h.uid is one of the
+	// uids subquery selects, read in one scan of each partition's key.
+	// PostgreSQL's = ANY(ARRAY(subquery)) gives each partition's index
+	// scan the whole array at once, where an IN is planned as a join that
+	// probes every partition once per uid, as endPosition's count per row
+	// does. Unset (SQLite), a list counts each record's by itself: its one
+	// index by uid answers each count in one probe, and parsing and
+	// planning the page's longer statement costs it more (a list of an
+	// empty store: 1.4 ms against 0.35 ms).
+	PageEnds func(subquery string) string
 }
 
 // bind returns a function that appends a value to args and returns its

@@ -35,3 +35,21 @@ func (s *Store) SQLitePlan(ctx context.Context, query string, args []any) (strin
 	}
 	return strings.Join(plan, "\n"), rows.Err()
 }
+
+// PostgresPlan is PostgreSQL's EXPLAIN ANALYZE of query, one node a line.
+func (s *Store) PostgresPlan(ctx context.Context, query string, args []any) (string, error) {
+	rows, err := s.d.Read().Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+query, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return "", err
+		}
+		plan = append(plan, line)
+	}
+	return strings.Join(plan, "\n"), rows.Err()
+}

@@ -41,7 +41,7 @@ var _ history.Store = &Store{}
 // statements are the fixed statements, spelled for the dialect once.
 type statements struct {
 	recordColumns, changeColumns, endPosition  string
-	selectRecord                               string
+	selectRecord, pageColumns, pageRecord      string
 	versionColumns                             []string
 	head, schema, setSchema, setHead, progress string
 	readProgress, feed, countVersions          string
@@ -72,6 +72,8 @@ func New(d Dialect, s Schema) *Store {
 		endPosition:    render(endPosition),
 		recordColumns:  render(recordColumns(endPosition)),
 		changeColumns:  render(recordColumns("NULL")),
+		pageColumns:    pageColumns(),
+		pageRecord:     render(pageRecord()),
 		versionColumns: versionColumns(),
 		// The schema's version in the same round trip: the lock is held
 		// from this statement to the commit, and each round trip in
@@ -312,11 +314,14 @@ func (s *Store) listQuery(q history.Query) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	query := s.selectRecord(q.Through) + w + ` ORDER BY v.last_seen DESC, v.revision DESC`
+	filter := w + ` ORDER BY v.last_seen DESC, v.revision DESC`
 	if q.Limit > 0 {
-		query += ` LIMIT ` + bind(q.Limit)
+		filter += ` LIMIT ` + bind(q.Limit)
 	}
-	return query, args, nil
+	if s.sp.PageEnds == nil {
+		return s.selectRecord(q.Through) + filter, args, nil
+	}
+	return s.pageStatement(q.Through, filter, ` ORDER BY p.last_seen DESC, p.revision DESC`), args, nil
 }
 
 // countQuery counts the versions q selects from its position on (After),

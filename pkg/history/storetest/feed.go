@@ -17,6 +17,7 @@ func runFeed(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("feed under concurrent writers", func(t *testing.T) { testFeedConcurrent(t, open(t)) })
 	t.Run("feed of a batch repeating itself", func(t *testing.T) { testFeedRepeats(t, open(t)) })
 	t.Run("feed floor after retention", func(t *testing.T) { testFeedRetention(t, open(t)) })
+	t.Run("end positions in lists", func(t *testing.T) { testEndPositions(t, open(t)) })
 }
 
 // Change is how the suite writes a change: uid@revision, + for an end.
