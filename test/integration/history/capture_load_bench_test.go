@@ -28,8 +28,14 @@ import (
 // creates quietly, and one more while four clients each run the
 // heaviest count the limits allow in a loop: across all namespaces, over
 // the longest window (--history-max-query-window, 336h), by regarding name
-// and reason, which the hourly counts cannot answer, so each reads every
-// version of the window, in hourly buckets, the top 100. A count that
+// and reason, which the hourly counts cannot answer, of the versions whose
+// note holds "container" (case-insensitive: kubelet's BackOff notes, most
+// of the stores' benchmark histories, and every note the rounds create),
+// in hourly buckets, the top 100. The text search is what makes it the
+// heaviest: no row limit bounds a count's, and each version it finds is
+// read from its row, where the same count without it reads only the
+// counts' covering index (at 10^6 on SQLite, more than 60 s against 15 s).
+// A count that
 // reaches --history-query-timeout (a large history) is answered 504, as
 // documented, and its client asks again: it loaded the store all the same.
 // A measured round is, by default, one round of back-to-back creates
@@ -60,7 +66,7 @@ func TestHistoryCaptureUnderQueryLoad(t *testing.T) {
 	httpClient.Timeout = 2 * time.Minute
 	patient.HTTP = &httpClient
 	history := framework.HistoryClient(t, &patient)
-	spec := historyv1alpha1.EventRecordCountSpec{GroupBy: []string{"regarding.name", "reason"}, FieldSelector: "since=336h",
+	spec := historyv1alpha1.EventRecordCountSpec{GroupBy: []string{"regarding.name", "reason"}, FieldSelector: "since=336h,note.contains=container",
 		BucketSize: metav1.Duration{Duration: time.Hour}, Top: 100}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
