@@ -34,7 +34,7 @@ import (
 // in hourly buckets, the top 100. The text search is what makes it the
 // heaviest: no row limit bounds a count's, and each version it finds is
 // read from its row, where the same count without it reads only the
-// counts' covering index (at 10^6 on SQLite, more than 60 s against 15 s).
+// counts' covering index (at 10^6, three to four times as long).
 // A count that
 // reaches --history-query-timeout (a large history) is answered 504, as
 // documented, and its client asks again: it loaded the store all the same.
