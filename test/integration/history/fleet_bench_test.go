@@ -167,26 +167,7 @@ func TestFleetCaptureBench(t *testing.T) {
 				ExtraFlags:  append([]string{"--etcd-prefix=" + prefix}, fleetBenchMemberFlags...),
 			})
 			renice(kube.Process().PID())
-			m := &fleetBenchMember{name: fmt.Sprintf("m%d", i), kube: kube}
-			config := kube.RestConfig()
-			// The writer's pace is the stage's, not client-go's default limit;
-			// protobuf, as kubelets and controllers send Events, is the
-			// cheapest body for the member to decode and answer.
-			config.QPS, config.Burst = -1, 0
-			config.ContentType = runtime.ContentTypeProtobuf
-			config.AcceptContentTypes = runtime.ContentTypeProtobuf
-			client, err := kubernetes.NewForConfig(config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.client = client
-			m.create = func(ctx context.Context, ev *corev1.Event) (int64, error) {
-				created, err := client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-				if err != nil {
-					return 0, err
-				}
-				return strconv.ParseInt(created.ResourceVersion, 10, 64)
-			}
+			m := newFleetBenchMember(t, fmt.Sprintf("m%d", i), kube)
 			if writes == "etcd" {
 				// One etcd client per member, as each kube-apiserver has its own.
 				events, err := workload.NewEtcdEvents([]string{etcds[i%len(etcds)].ClientURL()}, prefix)
@@ -199,7 +180,7 @@ func TestFleetCaptureBench(t *testing.T) {
 					return rv, err
 				}
 			}
-			if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{}); err != nil {
+			if _, err := m.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			secret := &corev1.Secret{
@@ -572,6 +553,32 @@ type fleetBenchMember struct {
 	// at mark: the counts the window starts from.
 	created0, missed0 int64
 	latencies0        int
+}
+
+// newFleetBenchMember is kube's writer, creating through its API.
+func newFleetBenchMember(t *testing.T, name string, kube *framework.KubeAPIServer) *fleetBenchMember {
+	t.Helper()
+	m := &fleetBenchMember{name: name, kube: kube}
+	config := kube.RestConfig()
+	// The writer's pace is the stage's, not client-go's default limit;
+	// protobuf, as kubelets and controllers send Events, is the
+	// cheapest body for the member to decode and answer.
+	config.QPS, config.Burst = -1, 0
+	config.ContentType = runtime.ContentTypeProtobuf
+	config.AcceptContentTypes = runtime.ContentTypeProtobuf
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.client = client
+	m.create = func(ctx context.Context, ev *corev1.Event) (int64, error) {
+		created, err := client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseInt(created.ResourceVersion, 10, 64)
+	}
+	return m
 }
 
 func (m *fleetBenchMember) mark() {

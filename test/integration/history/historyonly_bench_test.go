@@ -124,6 +124,11 @@ type captureBench struct {
 	creates int
 	seq     int
 	lastRV  int64
+	// With paced: lagRound's creates come from writer, rate a second for
+	// window, open loop, rather than from round.
+	writer *fleetBenchMember
+	rate   int
+	window time.Duration
 }
 
 func newCaptureBench(t *testing.T, kube *framework.KubeAPIServer, replica *framework.HistoryOnlyReplica, creates int) *captureBench {
@@ -194,9 +199,44 @@ func (b *captureBench) stored() {
 	}
 }
 
+// paced makes lagRound offer rate creates a second for window, open loop
+// (fleetBenchMember.write, as the fleet benchmark's members write, in the
+// namespace "load"): a create not sent on time is missed, not delayed, so
+// that the rate capture must keep is the same quietly and under load,
+// whatever else takes the machine's CPU.
+func (b *captureBench) paced(kube *framework.KubeAPIServer, rate int, window time.Duration) {
+	t := b.t
+	t.Helper()
+	b.writer = newFleetBenchMember(t, "capture", kube)
+	b.rate, b.window = rate, window
+	if _, err := b.writer.client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offer runs the paced writer for b.window and returns when its last
+// create was answered, with the creates answered and missed.
+func (b *captureBench) offer() (last time.Time, created, missed int64) {
+	b.writer.mark()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.writer.write(context.Background(), b.rate, stop)
+	}()
+	time.Sleep(b.window)
+	close(stop)
+	<-done
+	last = time.Now()
+	created, missed, _ = b.writer.since()
+	b.lastRV = max(b.lastRV, b.writer.newest.Load())
+	return last, created, missed
+}
+
 // lagRound is one round with capture running and caught up:
-// capture_lag_seconds sampled every 100 ms, the create rate, and the time
-// from the last create until history holds it all.
+// capture_lag_seconds sampled every 100 ms, the creates answered a second
+// (and, paced, offered and missed), and the time from the last create
+// until history holds it all.
 func (b *captureBench) lagRound() lagFigures {
 	samples := []float64{}
 	sampleCtx, stopSampling := context.WithCancel(context.Background())
@@ -208,22 +248,32 @@ func (b *captureBench) lagRound() lagFigures {
 			return false, nil
 		})
 	}()
+	f := lagFigures{offered: b.rate}
 	start := time.Now()
-	last := b.round()
-	rate := float64(b.creates) / last.Sub(start).Seconds()
+	var last time.Time
+	if b.writer == nil {
+		last, f.creates = b.round(), int64(b.creates)
+	} else {
+		last, f.creates, f.missed = b.offer()
+	}
+	f.rate = float64(f.creates) / last.Sub(start).Seconds()
 	b.stored()
-	drain := time.Since(last)
+	f.drain = time.Since(last)
 	stopSampling()
 	<-sampled
 	sort.Float64s(samples)
-	return lagFigures{creates: b.creates, rate: rate, samples: samples, drain: drain}
+	f.samples = samples
+	return f
 }
 
 type lagFigures struct {
-	creates int
-	rate    float64
-	samples []float64
-	drain   time.Duration
+	// offered is the paced writer's rate a second, 0 for back-to-back
+	// creates; missed its creates not sent on time or failed.
+	offered         int
+	creates, missed int64
+	rate            float64
+	samples         []float64
+	drain           time.Duration
 }
 
 func (l lagFigures) pct(p float64) float64 {
@@ -231,7 +281,11 @@ func (l lagFigures) pct(p float64) float64 {
 }
 
 func (l lagFigures) String() string {
-	return fmt.Sprintf("%d creates at %.0f/s; capture_lag_seconds sampled every 100 ms (%d samples): p50 %.2f s, p99 %.2f s, max %.2f s; "+
+	creates := fmt.Sprintf("%d creates at %.0f/s", l.creates, l.rate)
+	if l.offered > 0 {
+		creates = fmt.Sprintf("%d creates answered at %.0f/s of %d/s offered (missed %d)", l.creates, l.rate, l.offered, l.missed)
+	}
+	return fmt.Sprintf("%s; capture_lag_seconds sampled every 100 ms (%d samples): p50 %.2f s, p99 %.2f s, max %.2f s; "+
 		"history held every version %v after the last create (default batches: 500 or 1 s)",
-		l.creates, l.rate, len(l.samples), l.pct(0.5), l.pct(0.99), l.samples[len(l.samples)-1], l.drain.Round(time.Millisecond))
+		creates, len(l.samples), l.pct(0.5), l.pct(0.99), l.samples[len(l.samples)-1], l.drain.Round(time.Millisecond))
 }
