@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
@@ -174,6 +176,12 @@ func hourlyAllSQL() string {
 // does not wait for the database. Several replicas may share one database.
 func Open(ctx context.Context, dsn string) (*Store, error) { return open(ctx, dsn, schema) }
 
+// readCancelGrace is how long a query whose context ended waits for
+// PostgreSQL to confirm its cancel before its connection is closed: a
+// canceled statement ends at its next check for interrupts, within
+// milliseconds.
+const readCancelGrace = time.Second
+
 func open(ctx context.Context, dsn string, schema sqlstore.Schema) (*Store, error) {
 	config, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -190,6 +198,16 @@ func open(ctx context.Context, dsn string, schema sqlstore.Schema) (*Store, erro
 		config.ConnConfig.RuntimeParams["jit"] = "off"
 	}
 	readConfig := config.Copy()
+	// pgx's default on a query's context ending is to close the connection
+	// under it: the client returns, but PostgreSQL notices a closed client
+	// only when it next writes to it, so a count or search cut at
+	// --history-query-timeout ran on to its end, holding a backend and CPU
+	// that the query's retries and capture then waited for. A cancel
+	// request ends the statement itself; the connection is closed only if
+	// the server has not answered within readCancelGrace.
+	readConfig.ConnConfig.BuildContextWatcherHandler = func(conn *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: conn, DeadlineDelay: readCancelGrace}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		return nil, fmt.Errorf("preparing the history database pool: %w", err)

@@ -29,7 +29,8 @@ type CountConfig struct {
 	// MaxWindow is the longest window (until - since) a count may span.
 	MaxWindow time.Duration
 	// Timeout bounds the database's work for one count; past it the
-	// client gets kube-apiserver's 504 (storeError).
+	// client gets kube-apiserver's 504 naming --history-query-timeout, as
+	// a list's (Limits.Timeout, query).
 	Timeout time.Duration
 }
 
@@ -158,25 +159,23 @@ func (r *CountREST) Create(ctx context.Context, obj runtime.Object, createValida
 			return nil, err
 		}
 	}
-	query, until, err := r.countQuery(spec, namespace, time.Now())
+	q, until, err := r.countQuery(spec, namespace, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	if r.records != nil {
-		if err := r.records.authorizeClusters(ctx, query.Query); err != nil {
+		if err := r.records.authorizeClusters(ctx, q.Query); err != nil {
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.config.Timeout)
-	defer cancel()
-	counts, err := r.counter.Count(ctx, query)
+	counts, err := query(ctx, Limits{Timeout: r.config.Timeout}, func(ctx context.Context) (store.Counts, error) { return r.counter.Count(ctx, q) })
 	if err != nil {
-		return nil, storeError(err)
+		return nil, err
 	}
 	if r.records != nil {
 		// The server's own cluster is stored as "": named as its records
 		// name it.
-		for i, col := range query.GroupBy {
+		for i, col := range q.GroupBy {
 			if col != store.ColumnCluster {
 				continue
 			}
@@ -185,7 +184,7 @@ func (r *CountREST) Create(ctx context.Context, obj runtime.Object, createValida
 			}
 		}
 	}
-	*status = countStatus(query, until, counts)
+	*status = countStatus(q, until, counts)
 	return obj, nil
 }
 

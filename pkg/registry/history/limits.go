@@ -26,9 +26,11 @@ type Limits struct {
 	// MaxRows is the most versions a text search may select in its
 	// window; the store counts them before reading any (store.Query.MaxRows).
 	MaxRows int
-	// Timeout bounds each store query of a list or a watch: both stores cancel a
-	// statement with its context (SQLite interrupts it, pgx cancels it on
-	// the server), and the client gets kube-apiserver's 504.
+	// Timeout bounds the store queries of a list (all its pages
+	// together), of each page of a watch and of a count: both stores
+	// cancel a statement with its context (SQLite interrupts it, pgx asks
+	// the server to cancel it), and the client gets kube-apiserver's 504
+	// naming the flag (query).
 	Timeout time.Duration
 }
 
@@ -81,17 +83,31 @@ func (l Limits) CheckWindow(since, until, now time.Time) error {
 	return nil
 }
 
-// query runs one store query under Timeout, and says which limit an error
-// is: the timeout as kube-apiserver's 504 (its timeout filter's
-// apierrors.NewTimeoutError), the rows as a 400.
+// errQueryTimeout is the cause of a context Timeout ended: it tells the
+// limit's 504 from the end of the request's own deadline (a client's
+// ?timeout= shorter than ours), which storeError answers.
+var errQueryTimeout = errors.New("--history-query-timeout")
+
+// within bounds ctx by Timeout, for a request that runs several store
+// queries (a list's pages): all of them together, not each, get Timeout.
+func (l Limits) within(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, l.Timeout, errQueryTimeout)
+}
+
+// query runs one store query under Timeout (within a ctx that within
+// bounds already, the earlier deadline holds), and says which limit an
+// error is: the timeout as kube-apiserver's 504 (its timeout filter's
+// apierrors.NewTimeoutError, with no Retry-After: client-go retries a 5xx
+// that has one up to ten times, and each retry would run the query that
+// just ran out of time again), the rows as a 400.
 func query[T any](ctx context.Context, l Limits, run func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	ctx, cancel := l.within(ctx)
 	defer cancel()
 	out, err := run(ctx)
 	switch {
 	case err == nil:
 		return out, nil
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(ctx), errQueryTimeout):
 		return out, apierrors.NewTimeoutError(fmt.Sprintf("the history query did not finish within %s (--history-query-timeout)", l.Timeout), 0)
 	case errors.Is(err, store.ErrTooManyRows):
 		return out, apierrors.NewBadRequest(fmt.Sprintf("the text search selects more than %d versions, the most one query may read (--history-max-query-rows): "+

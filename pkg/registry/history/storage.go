@@ -144,6 +144,8 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 	out := &historyapi.EventRecordList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(through, 10)}}
 	budget := scanFactor*limit + maxPage
 	var last *store.Cursor
+	ctx, cancel := r.limits.within(ctx)
+	defer cancel()
 	for budget > 0 {
 		// One more than needed tells whether another page follows.
 		p.query.Limit = min(limit-len(out.Items)+1, budget)
@@ -243,10 +245,11 @@ func (r *REST) record(row store.Record) (*historyapi.EventRecord, error) {
 }
 
 // storeError reports an unavailable store as 503, which clients retry: the
-// store's failure is not the request's fault.
+// store's failure is not the request's fault. A query past the request's
+// own deadline is kube-apiserver's 504, which asks for no retry (query).
 func storeError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return apierrors.NewTimeoutError("history query did not finish in time", 1)
+		return apierrors.NewTimeoutError("history query did not finish in time", 0)
 	}
 	return apierrors.NewServiceUnavailable(fmt.Sprintf("history store: %v", err))
 }
