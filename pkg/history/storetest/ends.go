@@ -27,17 +27,7 @@ func testEndPositions(t *testing.T, s history.Store) {
 		v.ObservedAt = v.LastSeen
 		return v
 	}
-	write := func(b history.Batch) int64 {
-		t.Helper()
-		if err := s.Write(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		f, err := s.Feed(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.Position
-	}
+	write := func(b history.Batch) int64 { return writeBatch(t, s, b) }
 	// e's revision 20 is last seen first, on day 0, and stored first, so
 	// that retention of day 0 removes it and no other version of e.
 	write(history.Batch{Versions: []history.Version{at("e", 20, 0, 0)}})

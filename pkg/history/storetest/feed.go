@@ -80,17 +80,7 @@ func testFeed(t *testing.T, s history.Store) {
 	if start.Position != history.FeedOrigin || start.Floor != history.FeedOrigin {
 		t.Fatalf("an empty store's feed is at %+v, want both at %d", start, history.FeedOrigin)
 	}
-	write := func(b history.Batch) int64 {
-		t.Helper()
-		if err := s.Write(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		f, err := s.Feed(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.Position
-	}
+	write := func(b history.Batch) int64 { return writeBatch(t, s, b) }
 	// A slower writer stores revision 5 after another stored 10.
 	first := write(history.Batch{Versions: []history.Version{Version("b", 10, "p1", 1), Version("a", 3, "p2", 1)}})
 	write(history.Batch{Versions: []history.Version{Version("a", 5, "p2", 2), Version("b", 10, "p1", 1)}})
@@ -325,4 +315,18 @@ func testFeedRetention(t *testing.T, s history.Store) {
 	if want := keys(before[4:]); fmt.Sprint(keys(after)) != fmt.Sprint(want) {
 		t.Fatalf("after the floor: %v, want %v", keys(after), want)
 	}
+}
+
+// writeBatch writes b into s and returns the feed's head after it.
+func writeBatch(t *testing.T, s history.Store, b history.Batch) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Feed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Position
 }
