@@ -35,13 +35,16 @@ func TestCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	now := time.Now().Truncate(time.Hour)
+	// Each Event a minute past a whole number of hours before now, so that
+	// since=3h keeps ev-0..ev-2 whatever the minute the test runs in: an
+	// hour-aligned now left ev-3 inside the window in an hour's first minute.
+	now := time.Now()
 	reasons := []string{"BackOff", "BackOff", "Started", "BackOff", "Pulled"}
 	for i, reason := range reasons {
 		event := &core.Event{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ev-", i), UID: types.UID(fmt.Sprint("uid-", i))},
 			Reason:     reason, Type: "Warning", Action: "Restart", Message: fmt.Sprintf("Event %d of %s: x509 expired", i, reason),
-			LastTimestamp: metav1.NewTime(now.Add(-time.Duration(i) * time.Hour).Add(time.Minute)),
+			LastTimestamp: metav1.NewTime(now.Add(-time.Duration(i) * time.Hour).Add(-time.Minute)),
 		}
 		if err := s.Write(context.Background(), history.Batch{Versions: []history.Version{versionOf(t, event, int64(i+1), now)}}); err != nil {
 			t.Fatal(err)
