@@ -26,22 +26,27 @@ func fillWrite(ctx context.Context, s *Store, h storetest.BenchHistory, source s
 // fillBulk writes h into a new store at path as capture would have left it
 // (through Write, so the same rows, row counter and deletions; the server's
 // own schema and indexes), at a bulk load's speed: the secondary indexes
-// but the uid's, which Write itself reads, and the triggers (the note's
-// text search, the hourly counts) are dropped while the rows go in, in key
-// order, in large batches with no journal and no fsync; then each index is
-// built again with CREATE INDEX, which sorts it once instead of inserting
-// 10^7 keys at random places of eight B-trees through the writer's page
-// cache, the text search and the hourly counts by their migrations' own
-// backfills, and the triggers made again. The file is back in WAL mode
-// when it returns; the progress row, written last, says it is complete. A
-// fill that stops half way leaves a file with no journal to recover: it is
-// refused, not reused.
+// but the uid's, which Write itself reads, and the triggers (the hourly
+// counts) are dropped while the rows go in, in key order, in large batches
+// with no journal and no fsync; then each index is built again with CREATE
+// INDEX, which sorts it once instead of inserting 10^7 keys at random
+// places of eight B-trees through the writer's page cache, the hourly
+// counts by their migrations' own backfills, and the triggers made again.
+// The text search is written by Write itself, a segment a batch, and
+// merged until the store's merger would find nothing left to merge. The
+// file is back in WAL mode when it returns; the progress row, written
+// last, says it is complete. A fill that stops half way leaves a file with
+// no journal to recover: it is refused, not reused.
 func fillBulk(ctx context.Context, path string, h storetest.BenchHistory, source string, logf func(string, ...any)) error {
 	s, err := Open(path)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	// The fill merges the text search once, at its end; the merger's steps
+	// between its batches would also come between the pragmas that take
+	// the file back to WAL mode, and leave it locked exclusively.
+	s.merge.close()
 	var rows int64
 	if err := s.db.QueryRowContext(ctx, `SELECT value FROM counters WHERE name = 'versions'`).Scan(&rows); err != nil {
 		return err
@@ -87,6 +92,14 @@ func fillBulk(ctx context.Context, path string, h storetest.BenchHistory, source
 			return err
 		}
 	}
+	// FTS5 writes its pending trigrams out as a new segment whenever they
+	// pass hashsize (1 MiB by default): a batch's notes go out as one
+	// segment instead. The setting is stored in the text search's config
+	// table, where capture's own store has none: removed again after the
+	// fill, with FTS5's default in force.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO versions_note_search (versions_note_search, rank) VALUES ('hashsize', 268435456)`); err != nil {
+		return err
+	}
 	start := time.Now()
 	written := 0
 	err = h.Generate(50000, func(b history.Batch) error {
@@ -109,15 +122,16 @@ func fillBulk(ctx context.Context, path string, h storetest.BenchHistory, source
 			return err
 		}
 	}
-	// FTS5 writes its pending trigrams out as a new segment whenever they
-	// pass hashsize (1 MiB by default) and merges the segments as they
-	// pile up: the backfill writes them in segments of 256 MiB instead,
-	// which halved its time at 10^5. The setting is stored in the text
-	// search's config table, where capture's own store has none: removed
-	// again after the backfill, with FTS5's default in force.
+	for {
+		merged, err := s.merge.step(ctx)
+		if err != nil {
+			return err
+		}
+		if !merged {
+			break
+		}
+	}
 	for _, backfill := range []string{
-		`INSERT INTO versions_note_search (versions_note_search, rank) VALUES ('hashsize', 268435456)`,
-		noteSearchBackfill,
 		`INSERT INTO versions_note_search (versions_note_search, rank) VALUES ('hashsize', 1048576)`,
 		`DELETE FROM versions_note_search_config WHERE k = 'hashsize'`,
 		hourly.Backfill,

@@ -65,6 +65,14 @@ CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note I
 		{Version: 10, About: "the hourly counts", SQL: hourlySQL()},
 		// sqlstore.AllNamespacesColumns' doc says why.
 		{Version: 11, About: "the hourly counts of all namespaces", SQL: hourlyAllSQL()},
+		// merge.go says why. The settings are kept in the index's own
+		// config table, so they hold for every connection from now on; the
+		// trigger gives way to Write's one statement (indexNotesAfter).
+		{Version: 12, About: "the text search index, written once a batch and merged apart from it", SQL: fmt.Sprintf(`
+INSERT INTO versions_note_search (versions_note_search, rank) VALUES ('automerge', 0);
+INSERT INTO versions_note_search (versions_note_search, rank) VALUES ('crisismerge', %d);
+DROP TRIGGER IF EXISTS versions_note_searched;
+`, searchCrisisSegments)},
 	},
 }
 
@@ -72,6 +80,14 @@ CREATE INDEX IF NOT EXISTS versions_by_null_note ON versions (note) WHERE note I
 // their text search: migration 9, and a bulk fill that made the index
 // after its rows (fillBulk).
 const noteSearchBackfill = `INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';`
+
+// indexNotesAfter indexes the notes of the versions after a rowid, those a
+// write stored. Once per write, not a trigger per row: FTS5 writes what it
+// has gathered as a new segment of its index at every statement that
+// changes it (its savepoint), and a trigger's statement was each
+// multi-row INSERT, a segment per 8 versions (paramsPerInsert), which the
+// index then had to merge (merge.go).
+const indexNotesAfter = `INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '' AND rowid > ?`
 
 // hourly and hourlyAll are the hourly counts and those of all namespaces.
 var (

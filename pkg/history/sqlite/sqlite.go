@@ -41,6 +41,8 @@ type Store struct {
 	db *sql.DB
 	// read serves queries, in WAL mode never waiting for db.
 	read *sql.DB
+	// merge merges the text search index between writes (merge.go).
+	merge *searchMerger
 }
 
 var _ history.Store = &Store{}
@@ -48,6 +50,7 @@ var _ history.Store = &Store{}
 // dialect is SQLite's part of the store.
 type dialect struct {
 	db, read *sql.DB
+	merge    *searchMerger
 }
 
 var spelling = sqlstore.Spelling{
@@ -161,7 +164,8 @@ func Open(path string) (*Store, error) {
 	}
 	read.SetMaxOpenConns(maxReaders)
 	read.SetMaxIdleConns(maxReaders)
-	s := &Store{Store: sqlstore.New(&dialect{db: db, read: read}, schema), db: db, read: read}
+	merge := newSearchMerger(db)
+	s := &Store{Store: sqlstore.New(&dialect{db: db, read: read, merge: merge}, schema), db: db, read: read, merge: merge}
 	if err := s.Migrate(context.Background()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("history schema in %s: %w", path, err)
@@ -171,6 +175,9 @@ func Open(path string) (*Store, error) {
 			s.Close()
 			return nil, fmt.Errorf("counting history rows in %s: %w", path, err)
 		}
+		// A file a newer server migrated is read only here: its index is
+		// that server's to merge.
+		merge.start()
 	}
 	return s, nil
 }
@@ -188,12 +195,42 @@ func (d *dialect) Spelling() sqlstore.Spelling { return spelling }
 
 func (d *dialect) Read() sqlstore.Queryer { return sqlstore.SQL{DB: d.read} }
 
-func (d *dialect) Close() error { return errors.Join(d.read.Close(), d.db.Close()) }
+func (d *dialect) Close() error {
+	d.merge.close()
+	return errors.Join(d.read.Close(), d.db.Close())
+}
 
 // Write's transaction holds SQLite's one write lock from its start
 // (_txlock=immediate), so positions are taken and committed in order: the
-// feed's proof in package history's doc.
-func (d *dialect) Write(ctx context.Context, _ []history.Version, fn func(sqlstore.Tx) error) error {
+// feed's proof in package history's doc. The notes of the versions it
+// stores are indexed for text search by one statement at its end
+// (indexNotesAfter), and the index merged after it (merge.go).
+func (d *dialect) Write(ctx context.Context, versions []history.Version, fn func(sqlstore.Tx) error) error {
+	d.merge.writeBegins()
+	defer d.merge.writeEnded()
+	return d.transact(ctx, func(tx sqlstore.Tx) error {
+		// Every row inserted below takes a rowid past the largest before
+		// it, the transaction holding the write lock throughout.
+		var last int64
+		if len(versions) > 0 {
+			if err := tx.QueryRow(ctx, `SELECT coalesce(max(rowid), 0) FROM versions`).Scan(&last); err != nil {
+				return err
+			}
+		}
+		if err := fn(tx); err != nil || len(versions) == 0 {
+			return err
+		}
+		return tx.Exec(ctx, indexNotesAfter, last)
+	})
+}
+
+// Migrate's lock is the write lock: processes opening one file at once
+// take turns, and nothing writes meanwhile.
+func (d *dialect) Migrate(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	return d.transact(ctx, fn)
+}
+
+func (d *dialect) transact(ctx context.Context, fn func(sqlstore.Tx) error) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -203,12 +240,6 @@ func (d *dialect) Write(ctx context.Context, _ []history.Version, fn func(sqlsto
 		return err
 	}
 	return tx.Commit()
-}
-
-// Migrate's lock is the write lock: processes opening one file at once
-// take turns, and nothing writes meanwhile.
-func (d *dialect) Migrate(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	return d.Write(ctx, nil, fn)
 }
 
 func execer(tx sqlstore.Tx) interface {

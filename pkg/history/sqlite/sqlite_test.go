@@ -348,3 +348,60 @@ func TestPageCachePool(t *testing.T) {
 		t.Fatal("no page is in the page cache pool: SQLite did not take it")
 	}
 }
+
+// TestSearchMergedApartFromWrites: a write adds a segment to the text
+// search index and merges none (migration 12), and the merger merges them
+// between writes; a search finds every note before and after.
+func TestSearchMergedApartFromWrites(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	for setting, want := range map[string]int{"automerge": 0, "crisismerge": searchCrisisSegments} {
+		var got int
+		if err := s.db.QueryRow(`SELECT v FROM versions_note_search_config WHERE k = ?`, setting).Scan(&got); err != nil || got != want {
+			t.Fatalf("%s = %d (%v), want %d", setting, got, err, want)
+		}
+	}
+	// The index's pages: two of its own (its structure and averages), and
+	// a leaf per segment of one note.
+	pages := func() int {
+		var n int
+		if err := s.db.QueryRow(`SELECT count(*) FROM versions_note_search_data`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	found := func(want int) {
+		t.Helper()
+		got, err := s.List(ctx, history.Query{Limit: 100, Conditions: []history.Condition{{Columns: []history.Column{history.ColumnNote}, Value: "x509", Contains: true}}})
+		if err != nil || len(got) != want {
+			t.Fatalf("search found %d (%v), want %d", len(got), err, want)
+		}
+	}
+	write := func(i int) {
+		v := storetest.Version(fmt.Sprint("u", i), int64(i+1), "p", i)
+		v.Note = fmt.Sprintf("x509: certificate %d signed by unknown authority", i)
+		if err := s.Write(ctx, history.Batch{Versions: []history.Version{v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.merge.close()
+	const writes = 40 // below searchCrisisSegments: FTS5 merges nothing itself
+	for i := range writes {
+		write(i)
+	}
+	if n := pages(); n < writes {
+		t.Fatalf("%d writes left %d index pages: a write merged segments", writes, n)
+	}
+	found(writes)
+	s.merge.start()
+	deadline := time.Now().Add(time.Minute)
+	for pages() > writes/4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the merger left %d index pages of %d segments", pages(), writes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	found(writes)
+	write(writes)
+	found(writes + 1)
+}
