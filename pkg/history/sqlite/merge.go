@@ -13,8 +13,8 @@ import (
 // one: an amount of work proportional to what it wrote (automerge), and,
 // when a level holds crisismerge segments (16), that whole level at once,
 // cascading into the next level if it fills in turn. Capture's writes
-// added a segment for every multi-row INSERT (indexNotesAfter), so levels
-// filled and the whole-level merges landed in capture's batches: at 10^7
+// added a segment for every multi-row INSERT (indexNotesAfter says why),
+// so levels filled and the whole-level merges landed in capture's batches: at 10^7
 // versions one of them rewrote 2.5 GB of index inside a batch, and under
 // four clients counting, capture fell minutes behind (docs/benchmarks.md,
 // "Capture under query load"). Migration 12 turns automerge off and
@@ -32,9 +32,9 @@ const (
 	// dump taken found capture's write waiting behind one.
 	searchMergePages = 32
 	// searchCrisisSegments is how many segments a level holds before FTS5
-	// merges it inside a write after all: the merger keeps levels far
-	// below it (it merges a level of 4, FTS5's usermerge), so this is
-	// reached only if the merges fall that far behind. Each segment is a
+	// merges it inside a write after all: the merger merges a level once
+	// it holds 4 (FTS5's usermerge), so this is reached only if the merges
+	// fall that far behind. Each segment is a
 	// lookup more for a search's every trigram, so it is not FTS5's
 	// maximum (1999).
 	searchCrisisSegments = 64
@@ -42,8 +42,9 @@ const (
 
 // searchMerger runs the search index's merges while no write waits: a
 // write that comes during a step interrupts it (the step's transaction
-// rolls back, its work lost), so capture never waits for a merge; an idle
-// store is merged until nothing is left to merge. Under writes that leave
+// rolls back, its work lost), so capture waits for a merge only until the
+// step notices, at its next page written; an idle store is merged until
+// nothing is left to merge. Under writes that leave
 // no gap long enough for a step, the merges wait, and level 0 grows until
 // searchCrisisSegments, where FTS5 merges it inside a write: tens of
 // capture's small segments, not a level of the whole index.
