@@ -2,7 +2,9 @@ package testbed
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 
 	"k8s.io/klog/v2"
@@ -10,7 +12,11 @@ import (
 
 // FreePorts returns n distinct ports that were free on 127.0.0.1 a moment
 // ago (all held open together, so they differ). Someone may take one before
-// it is used; starters retry on "address already in use".
+// it is used; starters retry on "address already in use". The ports come
+// from below the kernel's ephemeral range (ephemeralFloor), where every
+// outgoing connection takes its local port: a process restarted on its own
+// ports, as a killed etcd is, found its peer port taken by some client's
+// connection meanwhile (TestEtcdKilledUnderLoad in CI, 2026-11-29).
 func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
@@ -19,15 +25,41 @@ func FreePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	floor := ephemeralFloor()
+	for attempts := 0; len(ports) < n; attempts++ {
+		address := "127.0.0.1:0"
+		if floor > lowestPort+1000 && attempts < 100*n {
+			address = fmt.Sprintf("127.0.0.1:%d", lowestPort+rand.IntN(floor-lowestPort))
+		}
+		l, err := net.Listen("tcp", address)
 		if err != nil {
+			if address != "127.0.0.1:0" {
+				continue
+			}
 			return nil, fmt.Errorf("reserving a loopback port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// lowestPort is the lowest port FreePorts picks: above the well-known and
+// most services' registered ports.
+const lowestPort = 10000
+
+// ephemeralFloor is the first port of the kernel's ephemeral range, or 0
+// where it cannot be read (FreePorts then lets the kernel pick).
+func ephemeralFloor() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
 }
 
 // portAttempts is how many times a starter tries fresh ports.

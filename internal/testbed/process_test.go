@@ -95,17 +95,23 @@ func TestPollStopsWhenTheProcessExits(t *testing.T) {
 	}
 }
 
+// TestFreePortsDiffer: the ports differ, and lie below the ephemeral range
+// where the kernel can read it, so that no outgoing connection holds one.
 func TestFreePortsDiffer(t *testing.T) {
 	ports, err := FreePorts(8)
 	if err != nil {
 		t.Fatal(err)
 	}
+	floor := ephemeralFloor()
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if seen[p] {
 			t.Fatalf("port %d twice in %v", p, ports)
 		}
 		seen[p] = true
+		if floor > lowestPort+1000 && (p < lowestPort || p >= floor) {
+			t.Errorf("port %d outside [%d, %d)", p, lowestPort, floor)
+		}
 	}
 }
 

@@ -204,7 +204,7 @@ func (d *dialect) Close() error {
 // (_txlock=immediate), so positions are taken and committed in order: the
 // feed's proof in package history's doc. The notes of the versions it
 // stores are indexed for text search by one statement at its end
-// (indexNotesAfter), and the index merged after it (merge.go).
+// (indexNotesAfter), and the index is merged apart from it (merge.go).
 func (d *dialect) Write(ctx context.Context, versions []history.Version, fn func(sqlstore.Tx) error) error {
 	d.merge.writeBegins()
 	defer d.merge.writeEnded()
