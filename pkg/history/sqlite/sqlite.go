@@ -82,6 +82,7 @@ var spelling = sqlstore.Spelling{
 CREATE INDEX IF NOT EXISTS versions_by_uid ON versions (uid, revision);
 `,
 	Contains: searchSQL,
+	RowID:    "rowid",
 }
 
 // searchSQL looks a term up in the note's FTS5 table (migration 7): its

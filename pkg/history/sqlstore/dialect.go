@@ -146,6 +146,11 @@ type Spelling struct {
 	// planning the page's longer statement costs it more (a list of an
 	// empty store: 1.4 ms against 0.35 ms).
 	PageEnds func(subquery string) string
+	// RowID, where set, is the column that finds a version's row by
+	// itself (SQLite's rowid). A list then sorts and cuts the selected
+	// versions' keys first and reads only its page's rows and ends by it
+	// (listQuery). Unset, a list sorts whole records.
+	RowID string
 }
 
 // bind returns a function that appends a value to args and returns its

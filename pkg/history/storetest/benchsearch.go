@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eventapiserver/event-apiserver/pkg/history"
+	registry "github.com/eventapiserver/event-apiserver/pkg/registry/history"
 	"github.com/eventapiserver/event-apiserver/pkg/search"
 )
 
@@ -18,6 +19,8 @@ type Unindexed func(ctx context.Context, q history.Query, term string) (int, err
 // holds h: a text search for BenchRareWord over the last 7 days of every
 // namespace, newest first, limit 500, three ways:
 //   - index: the store's List, from its trigram index;
+//   - index-max-rows: the same with the server's row limit, which the
+//     store checks by counting the selection (history.Query.MaxRows);
 //   - no-index: the same query with the note matched row by row (unindexed);
 //   - list-window: today's workaround without search, every version of the
 //     window listed in pages of 1000 and matched on the client, here with
@@ -64,6 +67,14 @@ func SearchRareWordWeek(b *testing.B, s history.Store, h BenchHistory, unindexed
 	}{
 		{"index", func(ctx context.Context) (int, error) {
 			got, err := s.List(ctx, query)
+			return len(got), err
+		}},
+		{"index-max-rows", func(ctx context.Context) (int, error) {
+			// As the server asks it: a search may select at most its row
+			// limit (history.Query.MaxRows), which the store checks too.
+			limited := query
+			limited.MaxRows = registry.DefaultMaxQueryRows
+			got, err := s.List(ctx, limited)
 			return len(got), err
 		}},
 		{"no-index", func(ctx context.Context) (int, error) { return unindexed(ctx, query, BenchRareWord) }},

@@ -98,17 +98,24 @@ func testSearch(t *testing.T, s history.Store) {
 		}
 	}
 	// MaxRows: a query may select as many versions as it allows, not one
-	// more.
+	// more, whatever its page's limit.
 	q := history.Query{Conditions: []history.Condition{{Columns: note, Value: "failed", Contains: true}}, Since: Base.Add(100 * time.Minute)}
-	n := len(bruteForce(versions, q))
+	want := bruteForce(versions, q)
+	n := len(want)
 	for _, tc := range []struct {
 		max  int
 		fail bool
 	}{{n, false}, {n + 1, false}, {n - 1, true}} {
-		q.MaxRows = tc.max
-		got, err := s.List(ctx, q)
-		if tc.fail != errors.Is(err, history.ErrTooManyRows) || !tc.fail && len(got) != n {
-			t.Errorf("MaxRows %d over %d versions: %d listed, %v", tc.max, n, len(got), err)
+		for _, limit := range []int{0, 1} {
+			q.MaxRows, q.Limit = tc.max, limit
+			got, err := s.List(ctx, q)
+			wantListed := want
+			if limit > 0 {
+				wantListed = want[:limit]
+			}
+			if tc.fail != errors.Is(err, history.ErrTooManyRows) || !tc.fail && fmt.Sprint(Revisions(got)) != fmt.Sprint(wantListed) {
+				t.Errorf("MaxRows %d over %d versions, limit %d: revisions %v (%v), want %v", tc.max, n, limit, Revisions(got), err, wantListed)
+			}
 		}
 	}
 	for name, c := range map[string]history.Condition{

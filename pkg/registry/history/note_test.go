@@ -53,7 +53,9 @@ func TestNoteSelector(t *testing.T) {
 		}
 	}
 	// ev-2 as a server before the column stored it.
-	raw, err := sql.Open("sqlite", "file:"+path)
+	// The store's merger may hold the write lock a moment after a write
+	// (sqlite's merge.go): wait for it, as the store's own connections do.
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
