@@ -127,6 +127,12 @@ func TestSearchPlan(t *testing.T) {
 			if strings.Contains(joined, "SCAN v\n") || strings.HasSuffix(joined, "SCAN v") || strings.Contains(joined, "SCAN v USING") {
 				t.Errorf("the plan scans the versions table:\n%s", joined)
 			}
+			// The matches' keys are sorted and cut first (keysFirst):
+			// only the page's versions are read with their ends.
+			page, ends := strings.Index(joined, "SCAN p\n"), strings.Index(joined, "SEARCH d ")
+			if page < 0 || ends < page {
+				t.Errorf("the plan reads the ends of more than the page:\n%s", joined)
+			}
 		})
 	}
 }

@@ -261,10 +261,10 @@ func (s *Store) Progress(ctx context.Context, source string) (int64, bool, error
 
 func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, error) {
 	// Where the list's keys are read apart from its rows (Spelling.RowID),
-	// the statement counts the selection as it reads it; else List counts
+	// its statement counts the selection as it reads it; else List counts
 	// it first.
-	countedApart := q.MaxRows > 0 && s.sp.RowID == ""
-	if countedApart {
+	countedInList := q.MaxRows > 0 && s.sp.RowID != ""
+	if q.MaxRows > 0 && !countedInList {
 		if err := s.readable(ctx); err != nil {
 			return nil, err
 		}
@@ -282,17 +282,18 @@ func (s *Store) List(ctx context.Context, q history.Query) ([]history.Record, er
 	}
 	var selected int
 	records, err := read(ctx, s, func() (string, []any, error) { return s.listQuery(q) }, func(rows Rows) (history.Record, error) {
-		if q.MaxRows > 0 && !countedApart {
+		if countedInList {
 			return scanRecord(rows, &selected)
 		}
 		return scanRecord(rows)
 	})
-	if err == nil && selected > q.MaxRows && !countedApart {
+	if err == nil && countedInList && selected > q.MaxRows {
 		return nil, tooManyRows(q)
 	}
 	return records, err
 }
 
+// tooManyRows is List's answer to a query selecting more than MaxRows.
 func tooManyRows(q history.Query) error {
 	return fmt.Errorf("%w: more than %d", history.ErrTooManyRows, q.MaxRows)
 }
