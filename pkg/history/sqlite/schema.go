@@ -53,7 +53,7 @@ ALTER TABLE deletions ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;
 		// with this version.
 		{Version: 9, About: "the note's trigram index for text search", SQL: `
 CREATE VIRTUAL TABLE IF NOT EXISTS versions_note_search USING fts5(note, tokenize='trigram', content='', contentless_delete=1);
-` + noteSearchBackfill + `
+INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';
 CREATE TRIGGER IF NOT EXISTS versions_note_searched AFTER INSERT ON versions WHEN new.note != '' BEGIN
 	INSERT INTO versions_note_search (rowid, note) VALUES (new.rowid, new.note);
 END;
@@ -75,11 +75,6 @@ DROP TRIGGER IF EXISTS versions_note_searched;
 `, searchCrisisSegments)},
 	},
 }
-
-// noteSearchBackfill indexes the notes of the versions stored so far, for
-// their text search: migration 9, and a bulk fill that made the index
-// after its rows (fillBulk).
-const noteSearchBackfill = `INSERT INTO versions_note_search (rowid, note) SELECT rowid, note FROM versions WHERE note != '';`
 
 // indexNotesAfter indexes the notes of the versions after a rowid, those a
 // write stored. Once per write, not a trigger per row: FTS5 writes what it

@@ -85,7 +85,7 @@ CREATE INDEX IF NOT EXISTS versions_by_uid ON versions (uid, revision);
 	RowID:    "rowid",
 }
 
-// searchSQL looks a term up in the note's FTS5 table (migration 7): its
+// searchSQL looks a term up in the note's FTS5 table (migration 9): its
 // trigram tokenizer, case-insensitive by default (case_sensitive 0, Unicode
 // case folding), answers a phrase of the term's trigrams with the rows that
 // hold the term as a substring. The table is contentless (content=”): it
